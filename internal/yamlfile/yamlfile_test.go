@@ -1,0 +1,84 @@
+package yamlfile
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+type inner struct {
+	Pos   Pos
+	Name  string        `yaml:"name"`
+	Count int           `yaml:"count"`
+	Wait  time.Duration `yaml:"wait"`
+}
+
+type outer struct {
+	Items []inner          `yaml:"items"`
+	Tags  map[string]int   `yaml:"tags"`
+	Flag  bool             `yaml:"flag"`
+	Ptr   *inner           `yaml:"ptr"`
+	Ratio float64          `yaml:"ratio"`
+	Extra map[string]inner `yaml:"extra"`
+}
+
+func TestDecodeOK(t *testing.T) {
+	src := "items:\n  - name: a\n    count: 3\n    wait: 5m\nflag: true\nratio: 0.5\ntags: {x: 1}\nptr: {name: p}\n"
+	var o outer
+	if err := Decode("f.yaml", []byte(src), &o); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Items) != 1 || o.Items[0].Name != "a" || o.Items[0].Count != 3 || o.Items[0].Wait != 5*time.Minute {
+		t.Fatalf("items = %+v", o.Items)
+	}
+	if o.Items[0].Pos != (Pos{File: "f.yaml", Line: 2, Col: 5}) {
+		t.Fatalf("pos = %v", o.Items[0].Pos)
+	}
+	if !o.Flag || o.Ratio != 0.5 || o.Tags["x"] != 1 || o.Ptr == nil || o.Ptr.Name != "p" {
+		t.Fatalf("decoded %+v", o)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		src, want string
+	}{
+		{"items:\n  - nme: a\n", `f.yaml:2:5: items[0].nme: unknown field (did you mean "name"?)`},
+		{"items:\n  - count: lots\n", `f.yaml:2:12: items[0].count: want a whole number, got "lots"`},
+		{"items:\n  - wait: 5 minutes\n", `f.yaml:2:11: items[0].wait: invalid duration "5 minutes"`},
+		{"items:\n  - wait: 150\n", `items[0].wait: duration "150" has no unit`},
+		{"flag: 1\n", `f.yaml:1:7: flag: want true or false`},
+		{"flag: true\nflag: false\n", `f.yaml:2:1: flag: duplicate key`},
+		{"items: 3\n", `items: want a list`},
+		{"items: [\n", `invalid YAML`},
+		{"ratio: .nan\n", `ratio: want a number`},
+	} {
+		var o outer
+		err := Decode("f.yaml", []byte(tc.src), &o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Decode(%q) = %v, want it to contain %q", tc.src, err, tc.want)
+		}
+	}
+}
+
+func TestDecodeReportsAllProblems(t *testing.T) {
+	var o outer
+	err := Decode("f.yaml", []byte("items:\n  - nme: a\n  - count: x\nbogus: 1\n"), &o)
+	es, ok := err.(Errors)
+	if !ok || len(es) != 3 {
+		t.Fatalf("want 3 errors, got %v", err)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add("items:\n  - name: a\n    count: 3\n    wait: 5m\nflag: true\n")
+	f.Add("tags: {a: 1, b: 2}\nextra: {k: {name: z}}\n")
+	f.Add("a: &x [1]\nitems: *x\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		var o outer
+		err := Decode("fuzz.yaml", []byte(src), &o)
+		if err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
+			t.Fatalf("error without file name: %v", err)
+		}
+	})
+}
