@@ -1,0 +1,197 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/arbiterhq/arbiter/internal/yamlfile"
+)
+
+// Targets is what exists in the fleet and tenant tree, by kind: the names a
+// policy may refer to. Validate and Resolve check targets against it.
+type Targets struct {
+	Tenants  []string
+	Classes  []string // workload classes, such as batch_jobs or developer_instances
+	Pools    []string
+	Services []string // inference services
+	Flavors  []string // GPU models, such as H100-80G
+	Regions  []string
+}
+
+func (k Targets) names(kind TargetKind) []string {
+	switch kind {
+	case TargetTenant:
+		return k.Tenants
+	case TargetClass:
+		return k.Classes
+	case TargetPool:
+		return k.Pools
+	case TargetService:
+		return k.Services
+	case TargetFlavor:
+		return k.Flavors
+	case TargetRegion:
+		return k.Regions
+	}
+	return nil
+}
+
+var namedKinds = []TargetKind{TargetTenant, TargetClass, TargetPool, TargetService, TargetFlavor, TargetRegion}
+
+// metricKinds says which target kinds each metric can be measured on.
+var metricKinds = map[Metric][]TargetKind{
+	MetricUtilization:         {TargetCluster, TargetTenant, TargetClass, TargetPool, TargetFlavor, TargetRegion, TargetSelector},
+	MetricP50Latency:          {TargetCluster, TargetService, TargetClass, TargetSelector},
+	MetricP95Latency:          {TargetCluster, TargetService, TargetClass, TargetSelector},
+	MetricP99Latency:          {TargetCluster, TargetService, TargetClass, TargetSelector},
+	MetricQueueWait:           {TargetCluster, TargetTenant, TargetClass, TargetPool, TargetFlavor, TargetRegion, TargetSelector},
+	MetricPendingGPUs:         {TargetCluster, TargetTenant, TargetClass, TargetPool, TargetFlavor, TargetRegion, TargetSelector},
+	MetricSpotPrice:           {TargetCluster, TargetPool, TargetFlavor, TargetRegion},
+	MetricCapacityFailureRate: {TargetCluster, TargetTenant, TargetClass, TargetPool, TargetFlavor, TargetRegion},
+}
+
+// Validate checks that every target the policy names exists in known and
+// is of a kind its field accepts; it returns all problems (wrapped in
+// ErrInvalid, as a yamlfile.Errors), each naming the field and the known
+// names. It does not change p.
+func (p *Policy) Validate(known Targets) error {
+	return p.resolve(known, false)
+}
+
+// Resolve is Validate that also fills in the kind of every target written
+// as a bare name ("developer_instances" → class:developer_instances), so
+// that actions and metric queries carry the kind.
+func (p *Policy) Resolve(known Targets) error {
+	return p.resolve(known, true)
+}
+
+func (p *Policy) resolve(known Targets, set bool) error {
+	v := resolver{known: known, set: set}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		v.cond(&r.When)
+		for j := range r.Actions {
+			a := &r.Actions[j]
+			targets := actionTargets(a)
+			fields := make([]string, 0, len(targets))
+			for f := range targets {
+				fields = append(fields, f)
+			}
+			slices.Sort(fields)
+			for _, f := range fields {
+				v.target(targets[f], actionKinds[a.Type][baseField(f)], fieldPos(a.at, f, a.Pos), a.Path+"."+f, fmt.Sprintf("%s of %s", baseField(f), a.Type))
+			}
+		}
+	}
+	if err := v.errs.Err(); err != nil {
+		return fmt.Errorf("%w:\n%w", ErrInvalid, err)
+	}
+	return nil
+}
+
+type resolver struct {
+	known Targets
+	set   bool
+	errs  yamlfile.Errors
+}
+
+func (v *resolver) cond(c *Condition) {
+	switch c.Kind {
+	case CondMetric:
+		v.target(&c.Target, metricKinds[c.Metric], fieldPos(c.at, "target", c.Pos), c.Path+"."+c.targetField, c.Metric.String())
+	case CondExpr:
+		env, err := newCELEnv(&exprScope{})
+		if err != nil {
+			return
+		}
+		ast, err := compileExpr(env, c.Expr)
+		if err != nil {
+			return
+		}
+		for _, t := range exprTargets(ast) {
+			t := t
+			v.target(&t, namedKindsAndCluster(), c.Pos, c.Path+".expr", "a metric in the expression")
+		}
+	case CondAll, CondAny:
+		for i := range c.Children {
+			v.cond(&c.Children[i])
+		}
+	}
+}
+
+func namedKindsAndCluster() []TargetKind {
+	return append([]TargetKind{TargetCluster, TargetSelector}, namedKinds...)
+}
+
+// target checks one target against known and the kinds its field accepts.
+func (v *resolver) target(t *Target, kinds []TargetKind, pos Pos, path, what string) {
+	if t.Kind == TargetCluster || t.Kind == TargetSelector {
+		return // always exist
+	}
+	if t.Kind != TargetUnresolved {
+		if !slices.Contains(v.names(t.Kind), t.Name) {
+			v.errs.Add(pos, path, "%s %q does not exist%s; %s", t.Kind, t.Name, didYouMean(t.Name, v.names(t.Kind)), v.knownList([]TargetKind{t.Kind}))
+		}
+		return
+	}
+	var fits, others []TargetKind
+	for _, k := range namedKinds {
+		if slices.Contains(v.names(k), t.Name) {
+			if slices.Contains(kinds, k) {
+				fits = append(fits, k)
+			} else {
+				others = append(others, k)
+			}
+		}
+	}
+	switch {
+	case len(fits) == 1:
+		if v.set {
+			t.Kind = fits[0]
+		}
+	case len(fits) > 1:
+		alts := make([]string, len(fits))
+		for i, k := range fits {
+			alts[i] = Target{Kind: k, Name: t.Name}.String()
+		}
+		v.errs.Add(pos, path, "%q is ambiguous: write %s", t.Name, strings.Join(alts, " or "))
+	case len(others) > 0:
+		v.errs.Add(pos, path, "%q is a %s, but %s needs a %s", t.Name, others[0], what, kindList(kinds))
+	default:
+		var candidates []string
+		for _, k := range kinds {
+			candidates = append(candidates, v.names(k)...)
+		}
+		v.errs.Add(pos, path, "target %q does not exist%s; write one of the known names (%s)", t.Name, didYouMean(t.Name, candidates), v.knownList(kinds))
+	}
+}
+
+func (v *resolver) names(k TargetKind) []string { return v.known.names(k) }
+
+func (v *resolver) knownList(kinds []TargetKind) string {
+	var parts []string
+	for _, k := range kinds {
+		if k == TargetCluster || k == TargetSelector {
+			continue
+		}
+		names := v.names(k)
+		if len(names) == 0 {
+			parts = append(parts, fmt.Sprintf("no %s", plural(k)))
+			continue
+		}
+		shown := names
+		if len(shown) > 8 {
+			shown = append(slices.Clone(shown[:8]), "…")
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", plural(k), strings.Join(shown, ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func plural(k TargetKind) string {
+	if k == TargetClass {
+		return "classes"
+	}
+	return k.String() + "s"
+}

@@ -1,0 +1,215 @@
+package policy
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Window is a sliding window over time-stamped samples: it keeps the samples
+// of the last Width and answers mean, quantiles, min, max and last.
+//
+// Samples live in a ring buffer (adding is O(1) amortised, and never
+// allocates once the ring has grown to the window's size). A quantile query
+// sorts a copy of the live samples once and answers every further quantile
+// from it until the window changes, so p50, p95 and p99 of one tick cost one
+// sort. A Window is not safe for concurrent use.
+type Window struct {
+	width int64 // ns
+	ts    []int64
+	vs    []float64
+	head  int // index of the oldest sample
+	n     int
+	last  int64 // time of the newest sample
+
+	sorted   []float64
+	sortedOK bool
+	sum      float64
+	sumOK    bool
+}
+
+// NewWindow returns an empty window keeping samples for width.
+func NewWindow(width time.Duration) *Window {
+	if width <= 0 {
+		width = time.Nanosecond
+	}
+	return &Window{width: int64(width)}
+}
+
+// Width returns the window's length.
+func (w *Window) Width() time.Duration { return time.Duration(w.width) }
+
+// Len returns the number of live samples.
+func (w *Window) Len() int { return w.n }
+
+// Add records value v at time t. A sample older than the newest one is
+// recorded at the newest one's time, so the window stays ordered. NaN and
+// infinite values are ignored.
+func (w *Window) Add(t time.Time, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	ns := t.UnixNano()
+	if w.n > 0 && ns < w.last {
+		ns = w.last
+	}
+	w.last = ns
+	w.evict(ns)
+	if w.n == len(w.ts) {
+		w.grow()
+	}
+	i := (w.head + w.n) & (len(w.ts) - 1)
+	w.ts[i], w.vs[i] = ns, v
+	w.n++
+	w.sortedOK, w.sumOK = false, false
+}
+
+func (w *Window) grow() {
+	size := max(8, 2*len(w.ts))
+	ts, vs := make([]int64, size), make([]float64, size)
+	for k := 0; k < w.n; k++ {
+		j := (w.head + k) & (len(w.ts) - 1)
+		ts[k], vs[k] = w.ts[j], w.vs[j]
+	}
+	w.ts, w.vs, w.head = ts, vs, 0
+}
+
+// Advance drops the samples that are Width or more older than now: a sample
+// at time s is live while now-Width < s.
+func (w *Window) Advance(now time.Time) { w.evict(now.UnixNano()) }
+
+func (w *Window) evict(now int64) {
+	cut := now - w.width
+	dropped := false
+	for w.n > 0 && w.ts[w.head] <= cut {
+		w.head = (w.head + 1) & (len(w.ts) - 1)
+		w.n--
+		dropped = true
+	}
+	if dropped {
+		w.sortedOK, w.sumOK = false, false
+	}
+}
+
+// Last returns the newest live sample.
+func (w *Window) Last() (float64, bool) {
+	if w.n == 0 {
+		return 0, false
+	}
+	return w.vs[(w.head+w.n-1)&(len(w.ts)-1)], true
+}
+
+// Mean returns the mean of the live samples.
+func (w *Window) Mean() (float64, bool) {
+	if w.n == 0 {
+		return 0, false
+	}
+	if !w.sumOK {
+		s := 0.0
+		for k := 0; k < w.n; k++ {
+			s += w.vs[(w.head+k)&(len(w.ts)-1)]
+		}
+		w.sum, w.sumOK = s, true
+	}
+	return w.sum / float64(w.n), true
+}
+
+// Quantile returns the q-quantile (0 ≤ q ≤ 1) of the live samples by the
+// nearest-rank method: the smallest sample with at least q of the samples at
+// or below it. Quantile(0.95) is p95; Quantile(0) is the minimum.
+func (w *Window) Quantile(q float64) (float64, bool) {
+	if w.n == 0 || math.IsNaN(q) {
+		return 0, false
+	}
+	w.sort()
+	rank := int(math.Ceil(q*float64(w.n))) - 1
+	rank = min(max(rank, 0), w.n-1)
+	return w.sorted[rank], true
+}
+
+// Min returns the smallest live sample.
+func (w *Window) Min() (float64, bool) { return w.Quantile(0) }
+
+// Max returns the largest live sample.
+func (w *Window) Max() (float64, bool) { return w.Quantile(1) }
+
+func (w *Window) sort() {
+	if w.sortedOK {
+		return
+	}
+	w.sorted = w.sorted[:0]
+	for k := 0; k < w.n; k++ {
+		w.sorted = append(w.sorted, w.vs[(w.head+k)&(len(w.ts)-1)])
+	}
+	slices.Sort(w.sorted)
+	w.sortedOK = true
+}
+
+// Windows is a set of sliding windows, one per (series, target), that
+// implements Metrics: the simulator or server records raw samples with
+// Observe, moves the clock with Advance, and hands the Windows to
+// Engine.Evaluate. Each metric reads its series (see Metric.Series): p95
+// latency of a service is the 0.95 quantile of that service's "latency"
+// samples in the window; utilization is the mean of the "utilization"
+// samples.
+type Windows struct {
+	width  time.Duration
+	now    time.Time
+	series map[seriesKey]*Window
+}
+
+type seriesKey struct {
+	series string
+	target Target
+}
+
+// NewWindows returns an empty set of windows of the given width.
+func NewWindows(width time.Duration) *Windows {
+	return &Windows{width: width, series: map[seriesKey]*Window{}}
+}
+
+// Observe records a raw sample of a series ("latency", "utilization",
+// "queue_wait", "pending_gpus", "spot_price", "capacity_failure_rate") for
+// a target, in base units (seconds, fractions, GPUs, dollars per GPU-hour).
+func (ws *Windows) Observe(series string, target Target, t time.Time, v float64) {
+	k := seriesKey{series, target}
+	w := ws.series[k]
+	if w == nil {
+		w = NewWindow(ws.width)
+		ws.series[k] = w
+	}
+	w.Add(t, v)
+}
+
+// ObserveMetric records a sample in the series that metric m reads.
+func (ws *Windows) ObserveMetric(m Metric, target Target, t time.Time, v float64) {
+	name, _, _ := m.Series()
+	ws.Observe(name, target, t, v)
+}
+
+// Advance sets the time at which Value reads the windows.
+func (ws *Windows) Advance(now time.Time) { ws.now = now }
+
+// Window returns the window of a series and target, or nil.
+func (ws *Windows) Window(series string, target Target) *Window {
+	return ws.series[seriesKey{series, target}]
+}
+
+// Value implements Metrics.
+func (ws *Windows) Value(q Query) (float64, bool) {
+	name, agg, quant := q.Metric.Series()
+	w := ws.series[seriesKey{name, q.Target}]
+	if w == nil {
+		return 0, false
+	}
+	if !ws.now.IsZero() {
+		w.Advance(ws.now)
+	}
+	switch agg {
+	case AggMean:
+		return w.Mean()
+	case AggQuantile:
+		return w.Quantile(quant)
+	}
+	return w.Last()
+}
