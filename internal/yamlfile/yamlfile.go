@@ -10,7 +10,8 @@
 //     holds it, so later validation can point at the right line;
 //   - a type that implements Unmarshaler parses its own scalar; its error is
 //     reported at the scalar's position with the field path;
-//   - time.Duration accepts Go durations ("150ms", "5m", "1h30m").
+//   - time.Duration accepts Go durations ("150ms", "5m", "1h30m") and days ("7d");
+//   - time.Time accepts RFC 3339 ("2026-01-02T15:04:05Z").
 //
 // Decoding never stops at the first problem: all problems are returned as an
 // Errors value (sorted by position).
@@ -110,6 +111,7 @@ type Unmarshaler interface {
 var (
 	posType         = reflect.TypeFor[Pos]()
 	durationType    = reflect.TypeFor[time.Duration]()
+	timeType        = reflect.TypeFor[time.Time]()
 	unmarshalerType = reflect.TypeFor[Unmarshaler]()
 	nodeType        = reflect.TypeFor[yaml.Node]()
 )
@@ -207,6 +209,19 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if v.Type() == durationType {
 		d.duration(n, v, path)
+		return
+	}
+	if v.Type() == timeType {
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "want a time such as 2026-01-02T15:04:05Z, got %s", kindName(n))
+			return
+		}
+		t, err := time.Parse(time.RFC3339, n.Value)
+		if err != nil {
+			d.fail(n, path, "invalid time %q: write RFC 3339, such as 2026-01-02T15:04:05Z", n.Value)
+			return
+		}
+		v.Set(reflect.ValueOf(t))
 		return
 	}
 	switch v.Kind() {

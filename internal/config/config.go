@@ -1,0 +1,339 @@
+// Package config loads Arbiter's YAML config — catalog overrides, fleet,
+// tenants, partitions, reservations and workloads — validates it as a
+// whole, and turns it into the scheduler's Input.
+//
+//	c, err := config.Load("examples/schedule.yaml") // all problems, file:line:col
+//	plan := sched.Schedule(c.Input())
+//
+// Every problem is reported with its position and field path; nothing is
+// scheduled from a config that has one.
+package config
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+	"github.com/arbiterhq/arbiter/internal/yamlfile"
+)
+
+// File is the config as written.
+type File struct {
+	Now          time.Time             `yaml:"now"`
+	Seed         uint64                `yaml:"seed"`
+	Options      Options               `yaml:"options"`
+	Catalog      *fleet.Catalog        `yaml:"catalog"`
+	Fleet        fleet.Spec            `yaml:"fleet"`
+	Tenants      []tenancy.TenantSpec  `yaml:"tenants"`
+	Partitions   []tenancy.Partition   `yaml:"partitions"`
+	Reservations []tenancy.Reservation `yaml:"reservations"`
+	Workloads    []Workload            `yaml:"workloads"`
+	Down         []fleet.NodeID        `yaml:"down"`
+}
+
+// Options are the scheduler options as written.
+type Options struct {
+	Scorer                string `yaml:"scorer"`
+	DisablePreemption     bool   `yaml:"disable_preemption"`
+	OverflowBeforePreempt bool   `yaml:"overflow_before_preempt"`
+}
+
+// Workload is a workload as written, with its position.
+type Workload struct {
+	Pos           yamlfile.Pos
+	workload.Spec `yaml:",inline"`
+	SubmittedAt   time.Time            `yaml:"submitted_at"`
+	Running       *workload.Assignment `yaml:"running"`
+}
+
+// Config is a loaded, validated config.
+type Config struct {
+	File      File
+	Fleet     *fleet.Fleet
+	Tree      *tenancy.Tree
+	Workloads []*workload.Workload
+}
+
+// Load reads and validates one config file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes and validates config data named file in messages.
+func Parse(file string, data []byte) (*Config, error) {
+	var f File
+	if err := yamlfile.Decode(file, data, &f); err != nil {
+		return nil, err
+	}
+	return Resolve(file, f)
+}
+
+// Resolve validates a decoded config and builds the fleet, tree and
+// workloads. Reservations without nodes are bound here, all or nothing.
+func Resolve(file string, f File) (*Config, error) {
+	var errs yamlfile.Errors
+	at := yamlfile.Pos{File: file, Line: 1, Col: 1}
+	cat := fleet.Builtin()
+	if f.Catalog != nil {
+		if err := cat.Merge(f.Catalog); err != nil {
+			return nil, err
+		}
+	}
+	fl, err := fleet.Build(f.Fleet, cat)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := tenancy.NewTree(f.Tenants)
+	if err != nil {
+		return nil, err
+	}
+	if f.Now.IsZero() {
+		f.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if !validScorer(f.Options.Scorer) {
+		errs.Add(at, "options.scorer", "unknown scorer %q (known: %v)", f.Options.Scorer, sched.ScorerNames())
+	}
+	for ti, t := range f.Tenants {
+		for qi, q := range t.Quota {
+			if _, ok := cat.Model(q.Flavor); !ok {
+				errs.Add(q.Pos, fmt.Sprintf("tenants[%d].quota[%d].flavor", ti, qi), "unknown GPU model %q (known: %v)", q.Flavor, cat.ModelNames())
+			}
+			if q.Region != "" && !fl.HasRegion(q.Region) {
+				errs.Add(q.Pos, fmt.Sprintf("tenants[%d].quota[%d].region", ti, qi), "region %q is not in the fleet (regions: %v)", q.Region, fl.Regions)
+			}
+		}
+	}
+	// Partitions: known tenant, known blocks and nodes, no node twice.
+	inPartition := map[fleet.NodeID]string{}
+	for pi, p := range f.Partitions {
+		pf := fmt.Sprintf("partitions[%d]", pi)
+		if _, ok := tree.Lookup(p.Tenant); !ok {
+			errs.Add(p.Pos, pf+".tenant", "unknown tenant %q", p.Tenant)
+		}
+		var ids []fleet.NodeID
+		for _, b := range p.Blocks {
+			nodes := fl.BlockNodes(b)
+			if len(nodes) == 0 {
+				errs.Add(p.Pos, pf+".blocks", "unknown block %q", b)
+			}
+			for _, n := range nodes {
+				ids = append(ids, n.ID)
+			}
+		}
+		for _, id := range p.Nodes {
+			if _, ok := fl.Node(id); !ok {
+				errs.Add(p.Pos, pf+".nodes", "unknown node %q", id)
+			}
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			if other, dup := inPartition[id]; dup {
+				errs.Add(p.Pos, pf, "node %s is already in partition %s", id, other)
+				break
+			}
+			inPartition[id] = p.Name
+		}
+	}
+	// Workloads.
+	names := map[workload.ID]bool{}
+	var ws []*workload.Workload
+	for wi, w := range f.Workloads {
+		wf := fmt.Sprintf("workloads[%d]", wi)
+		for _, fe := range w.Spec.Validate() {
+			errs.Add(w.Pos, wf+"."+fe.Field, "%s", fe.Msg)
+		}
+		if names[w.Name] {
+			errs.Add(w.Pos, wf+".name", "workload %q defined twice", w.Name)
+		}
+		names[w.Name] = true
+		if w.Tenant != "" {
+			if _, ok := tree.Lookup(w.Tenant); !ok {
+				errs.Add(w.Pos, wf+".tenant", "unknown tenant %q", w.Tenant)
+			}
+		}
+		maxGPUs := 0
+		for _, m := range w.Flavors {
+			if _, ok := cat.Model(m); !ok {
+				errs.Add(w.Pos, wf+".flavors", "unknown GPU model %q (known: %v)", m, cat.ModelNames())
+			}
+			for _, n := range fl.Nodes {
+				if n.Model == m {
+					maxGPUs = max(maxGPUs, n.GPUs)
+				}
+			}
+		}
+		for _, r := range w.Regions {
+			if !fl.HasRegion(r) {
+				errs.Add(w.Pos, wf+".regions", "region %q is not in the fleet (regions: %v)", r, fl.Regions)
+			}
+		}
+		if maxGPUs > 0 && w.GPUs > resource.GPUs(maxGPUs) {
+			errs.Add(w.Pos, wf+".gpus", "%v GPUs per replica, but the largest machine of %v has %d; split the work into replicas", w.GPUs, w.Flavors, maxGPUs)
+		}
+		if w.Reservation != "" && !hasReservation(f.Reservations, w.Reservation) {
+			errs.Add(w.Pos, wf+".reservation", "unknown reservation %q", w.Reservation)
+		}
+		wl := &workload.Workload{Spec: w.Spec, SubmittedAt: w.SubmittedAt, Running: w.Running}
+		if wl.SubmittedAt.IsZero() {
+			wl.SubmittedAt = f.Now
+		}
+		if r := wl.Running; r != nil {
+			if r.StartedAt.IsZero() {
+				r.StartedAt = f.Now
+			}
+			if len(r.Replicas) != w.Replicas {
+				errs.Add(w.Pos, wf+".running.replicas", "%d replicas running, spec says %d", len(r.Replicas), w.Replicas)
+			}
+			for ri, rep := range r.Replicas {
+				want := w.GPUs.WholeGPUs()
+				if w.GPUs < resource.PerGPU {
+					want = 1
+				}
+				if len(rep.GPUs) != want {
+					errs.Add(w.Pos, fmt.Sprintf("%s.running.replicas[%d].gpus", wf, ri), "%d GPU indices, the spec needs %d", len(rep.GPUs), want)
+				}
+				if n, ok := fl.Node(rep.Node); ok && (n.Model != r.Flavor || n.Region != r.Region) {
+					errs.Add(w.Pos, fmt.Sprintf("%s.running.replicas[%d].node", wf, ri), "node %s is %s in %s, not %s in %s", n.ID, n.Model, n.Region, r.Flavor, r.Region)
+				}
+			}
+		}
+		ws = append(ws, wl)
+	}
+	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws}
+	c.bindReservations(&errs)
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	in := c.Input()
+	if err := sched.Check(&in); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return c, nil
+}
+
+func hasReservation(rs []tenancy.Reservation, name string) bool {
+	for _, r := range rs {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func validScorer(name string) bool {
+	for _, n := range sched.ScorerNames() {
+		if n == name {
+			return true
+		}
+	}
+	return name == ""
+}
+
+// bindReservations validates reservations and binds those without nodes.
+func (c *Config) bindReservations(errs *yamlfile.Errors) {
+	f := &c.File
+	taken := map[fleet.NodeID]string{}
+	partitioned := map[fleet.NodeID]bool{}
+	for _, p := range f.Partitions {
+		for _, b := range p.Blocks {
+			for _, n := range c.Fleet.BlockNodes(b) {
+				partitioned[n.ID] = true
+			}
+		}
+		for _, id := range p.Nodes {
+			partitioned[id] = true
+		}
+	}
+	busy := map[fleet.NodeID]bool{}
+	blocking := map[fleet.NodeID]bool{}
+	for _, w := range c.Workloads {
+		if w.Running == nil {
+			continue
+		}
+		for _, r := range w.Running.Replicas {
+			busy[r.Node] = true
+			if !w.Preemptible {
+				blocking[r.Node] = true
+			}
+		}
+	}
+	names := map[string]bool{}
+	for ri := range f.Reservations {
+		r := &f.Reservations[ri]
+		rf := fmt.Sprintf("reservations[%d]", ri)
+		if names[r.Name] || r.Name == "" {
+			errs.Add(r.Pos, rf+".name", "reservation needs a unique name, got %q", r.Name)
+		}
+		names[r.Name] = true
+		if _, ok := c.Tree.Lookup(r.Owner); !ok {
+			errs.Add(r.Pos, rf+".owner", "unknown tenant %q", r.Owner)
+		}
+		if !c.Fleet.HasRegion(r.Region) {
+			errs.Add(r.Pos, rf+".region", "region %q is not in the fleet", r.Region)
+		}
+		if _, ok := c.Fleet.Catalog.SKU(r.SKU); !ok {
+			errs.Add(r.Pos, rf+".sku", "unknown SKU %q", r.SKU)
+			continue
+		}
+		if r.Count < 1 {
+			errs.Add(r.Pos, rf+".count", "count must be at least 1")
+			continue
+		}
+		if !r.End.IsZero() && !r.End.After(r.Start) {
+			errs.Add(r.Pos, rf+".end", "end must be after start")
+		}
+		if len(r.Nodes) > 0 {
+			if len(r.Nodes) != r.Count {
+				errs.Add(r.Pos, rf+".nodes", "%d nodes listed for count %d", len(r.Nodes), r.Count)
+			}
+			for _, id := range r.Nodes {
+				n, ok := c.Fleet.Node(id)
+				if !ok || !r.Matches(n) {
+					errs.Add(r.Pos, rf+".nodes", "node %q is not a %s in %s", id, r.SKU, r.Region)
+				}
+				taken[id] = r.Name
+			}
+			continue
+		}
+		ids, err := tenancy.Bind(r, c.Fleet, func(n *fleet.Node) tenancy.NodeUse {
+			_, res := taken[n.ID]
+			return tenancy.NodeUse{Reserved: res, Partitioned: partitioned[n.ID], Busy: busy[n.ID], Blocking: blocking[n.ID]}
+		})
+		if err != nil {
+			errs.Add(r.Pos, rf, "%v", err)
+			continue
+		}
+		r.Nodes = ids
+		for _, id := range ids {
+			taken[id] = r.Name
+		}
+	}
+}
+
+// Input returns the scheduler input the config describes.
+func (c *Config) Input() sched.Input {
+	return sched.Input{
+		Now:          c.File.Now,
+		Seed:         c.File.Seed,
+		Fleet:        c.Fleet,
+		Tenants:      c.Tree,
+		Partitions:   c.File.Partitions,
+		Reservations: c.File.Reservations,
+		Workloads:    c.Workloads,
+		Down:         c.File.Down,
+		Options: sched.Options{
+			Scorer:                c.File.Options.Scorer,
+			DisablePreemption:     c.File.Options.DisablePreemption,
+			OverflowBeforePreempt: c.File.Options.OverflowBeforePreempt,
+		},
+	}
+}

@@ -1,0 +1,269 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// replicaAt is one replica of a running workload, resolved to a node index.
+type replicaAt struct {
+	node  int
+	gpus  []int
+	milli int32
+}
+
+// newSnapshot builds the cycle's working state. Problems with running
+// workloads (unknown node, GPU index out of range, GPUs over-committed) are
+// returned as conflicts; the snapshot still holds everything else.
+func newSnapshot(in *Input) (*snapshot, []string) {
+	f := in.Fleet
+	s := &snapshot{
+		in:          in,
+		nodes:       make([]nodeState, len(f.Nodes)),
+		poolIdx:     map[poolKey]int{},
+		regionModel: map[tenancy.Key][]int{},
+		blocks:      map[fleet.BlockID][]int{},
+		tree:        in.Tenants,
+		free:        map[tenancy.Key]resource.MilliGPU{},
+		refs:        map[refKey][]usageRef{},
+	}
+	var conflicts []string
+	down := make(map[fleet.NodeID]bool, len(in.Down))
+	for _, id := range in.Down {
+		down[id] = true
+	}
+	// Which pool each node belongs to: an active reservation first, then a
+	// partition, else the shared pool.
+	access := make([]poolKey, len(f.Nodes))
+	for i, n := range f.Nodes {
+		access[i] = poolKey{region: n.Region, model: n.Model, kind: poolShared}
+	}
+	for pi, p := range in.Partitions {
+		for _, b := range p.Blocks {
+			for _, n := range f.BlockNodes(b) {
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi}
+			}
+		}
+		for _, id := range p.Nodes {
+			if n, ok := f.Node(id); ok {
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi}
+			}
+		}
+	}
+	for ri := range in.Reservations {
+		r := &in.Reservations[ri]
+		if !r.Active(in.Now) {
+			continue
+		}
+		for _, id := range r.Nodes {
+			if n, ok := f.Node(id); ok {
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolReservation, id: ri}
+			}
+		}
+	}
+	backing := make([]int32, 0, 8*len(f.Nodes))
+	for i, n := range f.Nodes {
+		start := len(backing)
+		for g := 0; g < n.GPUs; g++ {
+			backing = append(backing, resource.PerGPU)
+		}
+		ns := &s.nodes[i]
+		ns.node = n
+		ns.free = backing[start:len(backing):len(backing)]
+		ns.whole = n.GPUs
+		ns.cpu, ns.mem = n.CPU, n.Memory
+		ns.pool = -1
+		if _, ok := s.blocks[n.Block]; !ok {
+			s.blockOrder = append(s.blockOrder, n.Block)
+		}
+		s.blocks[n.Block] = append(s.blocks[n.Block], i)
+		if down[n.ID] {
+			ns.down = true
+			continue
+		}
+		k := access[i]
+		pi, ok := s.poolIdx[k]
+		if !ok {
+			pi = len(s.pools)
+			s.poolIdx[k] = pi
+			s.pools = append(s.pools, &pool{key: k})
+			rm := tenancy.Key{Model: n.Model, Region: n.Region}
+			s.regionModel[rm] = append(s.regionModel[rm], pi)
+		}
+		p := s.pools[pi]
+		ns.pool, ns.pos = pi, len(p.nodes)
+		p.nodes = append(p.nodes, i)
+		p.maxGPUs = max(p.maxGPUs, n.GPUs)
+		if k.kind == poolShared {
+			s.free[tenancy.Key{Model: n.Model, Region: n.Region}] += resource.GPUs(n.GPUs)
+		}
+	}
+	for _, p := range s.pools {
+		p.buckets = make([][]uint64, p.maxGPUs+1)
+		for k := range p.buckets {
+			p.buckets[k] = newBitset(len(p.nodes))
+		}
+		p.partial = newBitset(len(p.nodes))
+		for pos, i := range p.nodes {
+			setBit(p.buckets[s.nodes[i].whole], pos)
+		}
+	}
+	s.usage = make([][]resource.MilliGPU, len(s.tree.Tenants))
+	for t, ten := range s.tree.Tenants {
+		s.usage[t] = make([]resource.MilliGPU, len(ten.Quotas))
+	}
+	// Running workloads take their GPUs and count against quota.
+	for _, w := range in.Workloads {
+		if w.Running == nil {
+			continue
+		}
+		t, ok := s.tree.Lookup(w.Tenant)
+		if !ok {
+			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
+			continue
+		}
+		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, workLost: w.WorkLost(in.Now)}
+		ok = true
+		var reps []replicaAt
+		for ri, r := range w.Running.Replicas {
+			n, found := f.Node(r.Node)
+			if !found {
+				conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: unknown node %q", w.Name, ri, r.Node))
+				ok = false
+				break
+			}
+			milli := int32(r.Milli)
+			if milli <= 0 {
+				milli = int32(min(w.GPUs, resource.PerGPU))
+			}
+			for _, g := range r.GPUs {
+				if g < 0 || g >= n.GPUs {
+					conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: node %s has no GPU %d", w.Name, ri, n.ID, g))
+					ok = false
+				} else if s.nodes[n.Index].free[g] < milli {
+					conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: GPU %d of node %s is already allocated", w.Name, ri, g, n.ID))
+					ok = false
+				}
+			}
+			if !ok {
+				break
+			}
+			s.adjust(n.Index, r.GPUs, -milli, w.CPU, w.Memory)
+			reps = append(reps, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli})
+		}
+		if !ok {
+			for _, r := range reps {
+				s.adjust(r.node, r.gpus, r.milli, -w.CPU, -w.Memory)
+			}
+			continue
+		}
+		if !w.Running.OnReservation {
+			rs.entries = s.entriesFor(t, rs.key)
+			s.charge(rs.entries, w.TotalGPUs())
+		}
+		idx := len(s.run)
+		seen := map[int]bool{}
+		for _, r := range reps {
+			if !seen[r.node] {
+				seen[r.node] = true
+				rs.nodes = append(rs.nodes, r.node)
+				s.nodes[r.node].running = append(s.nodes[r.node].running, idx)
+			}
+		}
+		s.run = append(s.run, rs)
+		s.replicas = append(s.replicas, reps)
+	}
+	s.resUsed = make([]resource.MilliGPU, len(in.Reservations))
+	for i := range s.run {
+		w := s.run[i].w
+		if !w.Running.OnReservation {
+			continue
+		}
+		for ri := range in.Reservations {
+			if in.Reservations[ri].Name == w.Reservation {
+				s.resUsed[ri] = s.resUsed[ri].Add(w.TotalGPUs())
+			}
+		}
+	}
+	s.classifyBorrowers()
+	return s, conflicts
+}
+
+// classifyBorrowers marks the running workloads that sit beyond their
+// tenant's guarantee. A tenant's workloads on one quota entry are taken in
+// order (priority, then oldest first); those whose cumulative GPUs end above
+// the guarantee are borrowing and may be reclaimed. The others are within
+// the guarantee and, unless preemptible, are never evicted.
+func (s *snapshot) classifyBorrowers() {
+	type group struct {
+		guaranteed resource.MilliGPU
+		runs       []int
+	}
+	groups := map[[2]int]*group{}
+	var order [][2]int
+	for i := range s.run {
+		r := &s.run[i]
+		if r.w.Running.OnReservation {
+			continue
+		}
+		q, idx, ok := s.tree.Entry(r.tenant, r.key.Model, r.key.Region)
+		if !ok {
+			r.borrows = true
+			continue
+		}
+		k := [2]int{r.tenant, idx}
+		g, ok := groups[k]
+		if !ok {
+			g = &group{guaranteed: q.Guaranteed}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.runs = append(g.runs, i)
+	}
+	for _, k := range order {
+		g := groups[k]
+		sort.Slice(g.runs, func(a, b int) bool {
+			x, y := s.run[g.runs[a]].w, s.run[g.runs[b]].w
+			if x.Priority != y.Priority {
+				return x.Priority > y.Priority
+			}
+			if !x.Running.StartedAt.Equal(y.Running.StartedAt) {
+				return x.Running.StartedAt.Before(y.Running.StartedAt)
+			}
+			return x.Name < y.Name
+		})
+		var cum resource.MilliGPU
+		for _, i := range g.runs {
+			cum = cum.Add(s.run[i].w.TotalGPUs())
+			s.run[i].borrows = cum > g.guaranteed
+		}
+	}
+}
+
+// Check reports inconsistencies in an input's running workloads: unknown
+// tenants or nodes, GPU indices out of range, GPUs given twice.
+func Check(in *Input) error {
+	_, conflicts := newSnapshot(in)
+	if len(conflicts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("sched: inconsistent input:\n  %s", joinLines(conflicts))
+}
+
+func joinLines(ss []string) string {
+	out := ""
+	for i, x := range ss {
+		if i > 0 {
+			out += "\n  "
+		}
+		out += x
+	}
+	return out
+}
+
+var _ = workload.ID("")

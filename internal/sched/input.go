@@ -1,0 +1,60 @@
+package sched
+
+import (
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// Input is everything one scheduling cycle looks at. Schedule does not
+// modify it.
+type Input struct {
+	Now          time.Time
+	Seed         uint64
+	Fleet        *fleet.Fleet
+	Tenants      *tenancy.Tree
+	Partitions   []tenancy.Partition
+	Reservations []tenancy.Reservation // bound: Nodes set (see tenancy.Bind)
+	// Workloads holds running (Running != nil) and pending workloads.
+	Workloads []*workload.Workload
+	// Down lists nodes that are unavailable; work on them is evicted.
+	Down    []fleet.NodeID
+	Options Options
+}
+
+// Options tune one cycle.
+type Options struct {
+	// Scorer names the node scorer; "" is Arbiter's default best-fit packing.
+	Scorer string
+	// DisablePreemption leaves workloads pending rather than evicting others.
+	DisablePreemption bool
+	// OverflowBeforePreempt tries every acceptable flavor and region
+	// without preemption before preempting anywhere.
+	OverflowBeforePreempt bool
+}
+
+// candidate is one acceptable (flavor, region) of a workload.
+type candidate struct {
+	model  fleet.ModelID
+	region string
+}
+
+func (c candidate) String() string { return string(c.model) + "/" + c.region }
+
+// candidates lists a workload's acceptable options, most preferred first:
+// regions in order, and in each region the flavors in order.
+func candidates(w *workload.Workload) []candidate {
+	out := make([]candidate, 0, len(w.Regions)*len(w.Flavors))
+	for _, r := range w.Regions {
+		for _, m := range w.Flavors {
+			out = append(out, candidate{m, r})
+		}
+	}
+	return out
+}
+
+// ScorerNames lists the node scorers Options.Scorer accepts; "" and
+// "arbiter" are Arbiter's default best-fit packing.
+func ScorerNames() []string { return []string{"arbiter"} }

@@ -1,0 +1,85 @@
+package sched
+
+import (
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// Plan is what one scheduling cycle decided. Lists are in decision order,
+// which is deterministic for a given Input.
+//
+// An applier must evict the Preemptions before starting the Placements that
+// follow them (a placement with AfterPreemption waits for its victims to
+// exit, after their grace period).
+type Plan struct {
+	Placements  []Placement  `json:"placements"`
+	Preemptions []Preemption `json:"preemptions"`
+	Pending     []Pending    `json:"pending"`
+	Overflow    []Overflow   `json:"overflow"`
+}
+
+// Placement puts one replica of a workload on a node.
+type Placement struct {
+	Workload workload.ID   `json:"workload"`
+	Replica  int           `json:"replica"`
+	Node     fleet.NodeID  `json:"node"`
+	GPUs     []int         `json:"gpus"`
+	Milli    int64         `json:"milli"` // per GPU
+	Flavor   fleet.ModelID `json:"flavor"`
+	Region   string        `json:"region"`
+	// OnReservation is set when the replica uses its own reservation.
+	OnReservation bool `json:"on_reservation,omitempty"`
+	// AfterPreemption is set when victims must exit first.
+	AfterPreemption bool `json:"after_preemption,omitempty"`
+}
+
+// Preemption evicts a running workload (all its replicas).
+type Preemption struct {
+	Workload workload.ID `json:"workload"`
+	By       workload.ID `json:"by"` // the claimant; empty for a failed node
+	Reason   string      `json:"reason"`
+	// Notice is true for spot work, which gets a 30 s notice.
+	Notice      bool    `json:"notice,omitempty"`
+	GracePeriod float64 `json:"grace_period_s"`
+	WorkLost    float64 `json:"work_lost_gpu_s"`
+}
+
+// Pending is a workload left waiting, with why.
+type Pending struct {
+	Workload workload.ID `json:"workload"`
+	Reason   string      `json:"reason"`
+	// Code classifies the first (most preferred) option's blocker.
+	Code ReasonCode `json:"code"`
+	// Details has one reason per acceptable flavor and region tried.
+	Details []string `json:"details,omitempty"`
+}
+
+// Overflow records a workload placed away from its first choice.
+type Overflow struct {
+	Workload workload.ID `json:"workload"`
+	From     string      `json:"from"`
+	To       string      `json:"to"`
+}
+
+// ReasonCode classifies why a workload is pending.
+type ReasonCode string
+
+// Reason codes, from the most to the least actionable.
+const (
+	ReasonQuotaLimit      ReasonCode = "QuotaLimit"      // a tenant in the path is at its limit
+	ReasonLendingLimit    ReasonCode = "LendingLimit"    // borrowing would use others' protected guarantee
+	ReasonReservationFull ReasonCode = "ReservationFull" // the named reservation is used up
+	ReasonNoCapacity      ReasonCode = "NoCapacity"      // no node has room, preemption could not help
+	ReasonNoBlock         ReasonCode = "NoBlock"         // no block can hold the gang
+	ReasonNoFlavor        ReasonCode = "NoFlavor"        // the fleet has none of the acceptable flavors/regions
+	ReasonInvalid         ReasonCode = "Invalid"         // the spec can never run here
+)
+
+// reason is one candidate's failure.
+type reason struct {
+	code ReasonCode
+	msg  string
+}
+
+func gpuString(m resource.MilliGPU) string { return m.String() }

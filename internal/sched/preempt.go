@@ -1,0 +1,313 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+)
+
+// Preemption picks the cheapest allowed set of victims whose removal lets
+// the claimant fit where it will go: the same node for a replica, the same
+// block for a gang. Cost, compared in order:
+//
+//  1. victims that are not reclaimed borrowers (reclaiming borrowed
+//     capacity for a claimant within its guarantee, or evicting
+//     preemptible work from the claimant's own reservation, costs nothing
+//     here);
+//  2. the highest priority class among the victims;
+//  3. work lost since the victims' last checkpoints, in GPU-seconds;
+//  4. the number of victims.
+//
+// A workload is an allowed victim when it is preemptible and of lower
+// priority than the claimant, or when it borrows beyond its tenant's
+// guarantee and the claimant is within its own. Non-preemptible work within
+// its tenant's guarantee is never a victim.
+
+type victim struct {
+	run   int
+	class int // 0: reclaim, 1: lower priority
+}
+
+type cost struct {
+	nonReclaim int
+	maxPrio    int
+	lost       float64
+	n          int
+}
+
+func (a cost) less(b cost) bool {
+	if a.nonReclaim != b.nonReclaim {
+		return a.nonReclaim < b.nonReclaim
+	}
+	if a.maxPrio != b.maxPrio {
+		return a.maxPrio < b.maxPrio
+	}
+	if a.lost != b.lost {
+		return a.lost < b.lost
+	}
+	return a.n < b.n
+}
+
+// allowed says whether running workload ri may be evicted for the claim.
+func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
+	r := &s.run[ri]
+	if r.evicted || r.w == cl.w {
+		return victim{}, false
+	}
+	if cl.onRes >= 0 {
+		// Claiming one's own reservation evicts the preemptible work that
+		// borrowed its idle capacity.
+		if r.w.Preemptible && !r.w.Running.OnReservation {
+			return victim{ri, 0}, true
+		}
+		return victim{}, false
+	}
+	if cl.within && r.borrows && r.tenant != cl.tenant {
+		return victim{ri, 0}, true
+	}
+	if r.w.Preemptible && r.w.Priority < cl.w.Priority {
+		return victim{ri, 1}, true
+	}
+	return victim{}, false
+}
+
+func (s *snapshot) sortVictims(vs []victim) {
+	sort.Slice(vs, func(a, b int) bool {
+		x, y := vs[a], vs[b]
+		if x.class != y.class {
+			return x.class < y.class
+		}
+		wx, wy := s.run[x.run].w, s.run[y.run].w
+		if wx.Priority != wy.Priority {
+			return wx.Priority < wy.Priority
+		}
+		if s.run[x.run].workLost != s.run[y.run].workLost {
+			return s.run[x.run].workLost < s.run[y.run].workLost
+		}
+		return wx.Name < wy.Name
+	})
+}
+
+func (s *snapshot) costOf(vs []victim) cost {
+	c := cost{maxPrio: -1, n: len(vs)}
+	for _, v := range vs {
+		if v.class != 0 {
+			c.nonReclaim++
+		}
+		c.maxPrio = max(c.maxPrio, int(s.run[v.run].w.Priority))
+		c.lost += s.run[v.run].workLost
+	}
+	return c
+}
+
+// area is the scratch copy of some nodes' free capacity that a victim
+// search edits.
+type area struct {
+	s     *snapshot
+	cl    *claim
+	local map[int]int // node index → position
+	nodes []int
+	free  [][]int32
+	cpu   []int64
+	mem   []int64
+	slots []int
+	total int
+}
+
+func (s *snapshot) newArea(cl *claim, nodes []int) *area {
+	a := &area{s: s, cl: cl, local: make(map[int]int, len(nodes))}
+	for _, i := range nodes {
+		ns := &s.nodes[i]
+		a.local[i] = len(a.nodes)
+		a.nodes = append(a.nodes, i)
+		a.free = append(a.free, append([]int32(nil), ns.free...))
+		a.cpu = append(a.cpu, int64(ns.cpu))
+		a.mem = append(a.mem, int64(ns.mem))
+		n := s.nodeSlots(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+		a.slots = append(a.slots, n)
+		a.total += n
+	}
+	return a
+}
+
+// apply adds (sign +1) or removes (-1) victim ri's resources on the area's
+// nodes and updates the slot count.
+func (a *area) apply(ri int, sign int32) {
+	w := a.s.run[ri].w
+	for _, rep := range a.s.replicas[ri] {
+		p, ok := a.local[rep.node]
+		if !ok {
+			continue
+		}
+		for _, g := range rep.gpus {
+			a.free[p][g] += sign * rep.milli
+		}
+		a.cpu[p] += int64(sign) * int64(w.CPU)
+		a.mem[p] += int64(sign) * int64(w.Memory)
+		n := a.s.nodeSlots(a.cl, rep.node, a.free[p], a.cpu[p], a.mem[p])
+		a.total += n - a.slots[p]
+		a.slots[p] = n
+	}
+}
+
+// choose greedily adds victims (sorted cheapest first) until need replicas
+// fit, then gives back every victim that turns out not to be needed, most
+// expensive first. It returns nil when even all of them are not enough.
+func (a *area) choose(vs []victim, need int) []victim {
+	k := 0
+	for k < len(vs) && a.total < need {
+		a.apply(vs[k].run, +1)
+		k++
+	}
+	if a.total < need {
+		return nil
+	}
+	chosen := append([]victim(nil), vs[:k]...)
+	for j := len(chosen) - 1; j >= 0; j-- {
+		a.apply(chosen[j].run, -1)
+		if a.total >= need {
+			chosen = append(chosen[:j], chosen[j+1:]...)
+			continue
+		}
+		a.apply(chosen[j].run, +1)
+	}
+	return chosen
+}
+
+// preemptNode finds the node where one replica fits after the cheapest
+// eviction, evicts the victims and returns the node, or -1.
+func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
+	best, bestCost := -1, cost{}
+	var bestSet []victim
+	var vs []victim
+	for _, pi := range cl.pools {
+		for _, i := range s.pools[pi].nodes {
+			ns := &s.nodes[i]
+			vs = vs[:0]
+			var reach int32
+			for _, ri := range ns.running {
+				if v, ok := s.allowed(cl, ri); ok {
+					vs = append(vs, v)
+					for _, rep := range s.replicas[ri] {
+						if rep.node == i {
+							reach += rep.milli * int32(len(rep.gpus))
+						}
+					}
+				}
+			}
+			if len(vs) == 0 {
+				continue
+			}
+			var free int32
+			for _, f := range ns.free {
+				free += f
+			}
+			if free+reach < cl.perGPU*int32(cl.count) {
+				continue
+			}
+			s.sortVictims(vs)
+			a := s.newArea(cl, []int{i})
+			chosen := a.choose(vs, 1)
+			if chosen == nil {
+				continue
+			}
+			if c := s.costOf(chosen); best < 0 || c.less(bestCost) {
+				best, bestCost, bestSet = i, c, chosen
+			}
+		}
+	}
+	if best < 0 {
+		return -1, nil
+	}
+	return best, s.evictFor(cl, bestSet)
+}
+
+// preemptBlock finds the block where the gang fits after the cheapest
+// eviction, evicts the victims and returns the block.
+func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
+	var best fleet.BlockID
+	var bestCost cost
+	var bestSet []victim
+	found := false
+	for _, b := range s.blockOrder {
+		all := s.blocks[b]
+		if len(all) == 0 || s.nodes[all[0]].node.Region != cl.cand.region {
+			continue
+		}
+		var nodes []int
+		seen := map[int]bool{}
+		var vs []victim
+		for _, i := range all {
+			if !s.inPools(cl, i) {
+				continue
+			}
+			nodes = append(nodes, i)
+			for _, ri := range s.nodes[i].running {
+				if seen[ri] {
+					continue
+				}
+				seen[ri] = true
+				if v, ok := s.allowed(cl, ri); ok {
+					vs = append(vs, v)
+				}
+			}
+		}
+		if len(vs) == 0 || len(nodes) == 0 {
+			continue
+		}
+		a := s.newArea(cl, nodes)
+		// Quick bound: even all victims gone, does the gang fit?
+		for _, v := range vs {
+			a.apply(v.run, +1)
+		}
+		if a.total < cl.w.Replicas {
+			continue
+		}
+		for _, v := range vs {
+			a.apply(v.run, -1)
+		}
+		s.sortVictims(vs)
+		chosen := a.choose(vs, cl.w.Replicas)
+		if chosen == nil {
+			continue
+		}
+		if c := s.costOf(chosen); !found || c.less(bestCost) {
+			best, bestCost, bestSet, found = b, c, chosen, true
+		}
+	}
+	if !found {
+		return "", nil, false
+	}
+	return best, s.evictFor(cl, bestSet), true
+}
+
+// evictFor evicts the chosen victims (journaled) and describes them.
+func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
+	out := make([]Preemption, 0, len(vs))
+	for _, v := range vs {
+		r := &s.run[v.run]
+		var why string
+		switch {
+		case cl.onRes >= 0:
+			why = fmt.Sprintf("reservation %s claimed by its owner %s", s.in.Reservations[cl.onRes].Name, s.tree.Tenants[cl.tenant].Name)
+		case v.class == 0:
+			why = fmt.Sprintf("tenant %s reclaims its guarantee of %s in %s from borrower %s", s.tree.Tenants[cl.tenant].Name, cl.cand.model, cl.cand.region, s.tree.Tenants[r.tenant].Name)
+		default:
+			why = fmt.Sprintf("preempted by higher priority %s workload", cl.w.Priority)
+		}
+		out = append(out, Preemption{
+			Workload:    r.w.Name,
+			By:          cl.w.Name,
+			Reason:      why,
+			Notice:      r.w.Priority == 0,
+			GracePeriod: r.w.GracePeriod.Seconds(),
+			WorkLost:    r.workLost,
+		})
+		s.evict(v.run)
+	}
+	return out
+}
+
+var _ = resource.PerGPU

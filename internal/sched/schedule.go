@@ -1,0 +1,593 @@
+package sched
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// Schedule runs one cycle: order → admit → place → preempt → overflow →
+// emit. It is pure: the same Input gives the same Plan, byte for byte.
+func Schedule(in Input) Plan {
+	s, _ := newSnapshot(&in)
+	var plan Plan
+	s.evictDown(&plan)
+	pending := s.order()
+	for _, w := range pending {
+		s.scheduleOne(w, &plan)
+	}
+	return plan
+}
+
+// evictDown evicts every running workload with a replica on a down node
+// (a gang as a whole) and frees its GPUs on the nodes that are up.
+func (s *snapshot) evictDown(plan *Plan) {
+	for i := range s.run {
+		for _, n := range s.run[i].nodes {
+			if s.nodes[n].down {
+				w := s.run[i].w
+				plan.Preemptions = append(plan.Preemptions, Preemption{
+					Workload: w.Name,
+					Reason:   fmt.Sprintf("node %s is down", s.nodes[n].node.ID),
+					WorkLost: s.run[i].workLost,
+				})
+				s.evict(i)
+				break
+			}
+		}
+	}
+	s.commit()
+}
+
+// evict frees a running workload's GPUs and quota (journaled).
+func (s *snapshot) evict(i int) {
+	r := &s.run[i]
+	r.evicted = true
+	s.journal = append(s.journal, change{op: opEvict, run: i})
+	for _, rep := range s.replicas[i] {
+		s.give(rep.node, rep.gpus, rep.milli, r.w.CPU, r.w.Memory)
+	}
+	if len(r.entries) > 0 {
+		s.refundJ(r.entries, r.w.TotalGPUs())
+	}
+}
+
+// order returns the pending workloads in scheduling order: priority class,
+// then the tenant's priority, then the tenant's usage relative to its
+// guarantee and weight (least served first), then submission time, then name.
+func (s *snapshot) order() []*workload.Workload {
+	type item struct {
+		w      *workload.Workload
+		tprio  int
+		share  float64
+		tenant int
+	}
+	var items []item
+	for _, w := range s.in.Workloads {
+		if w.Running != nil {
+			continue
+		}
+		it := item{w: w, tenant: -1}
+		if t, ok := s.tree.Lookup(w.Tenant); ok && len(w.Flavors) > 0 && len(w.Regions) > 0 {
+			it.tenant = t
+			if q, idx, ok := s.tree.Entry(t, w.Flavors[0], w.Regions[0]); ok {
+				g := max(float64(q.Guaranteed), resource.PerGPU)
+				it.share = float64(s.usage[t][idx]) / (g * q.Weight)
+				it.tprio = q.Priority
+			}
+		}
+		items = append(items, it)
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		a, b := items[i], items[j]
+		if a.w.Priority != b.w.Priority {
+			return a.w.Priority > b.w.Priority
+		}
+		if a.tprio != b.tprio {
+			return a.tprio > b.tprio
+		}
+		if a.share != b.share {
+			return a.share < b.share
+		}
+		if !a.w.SubmittedAt.Equal(b.w.SubmittedAt) {
+			return a.w.SubmittedAt.Before(b.w.SubmittedAt)
+		}
+		return a.w.Name < b.w.Name
+	})
+	out := make([]*workload.Workload, len(items))
+	for i, it := range items {
+		out[i] = it.w
+	}
+	return out
+}
+
+// claim is one pending workload being decided at one candidate.
+type claim struct {
+	w       *workload.Workload
+	tenant  int
+	cand    candidate
+	key     tenancy.Key
+	entries []usageRef
+	total   resource.MilliGPU
+	// perGPU is the milli each replica takes on each of its GPUs; count is
+	// the GPUs per replica.
+	perGPU int32
+	count  int
+	// within is true when the claim fits in the tenant's guarantee.
+	within bool
+	// onRes is the reservation index when the claim uses its own
+	// reservation, else -1.
+	onRes int
+	pools []int
+}
+
+func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) {
+	t, ok := s.tree.Lookup(w.Tenant)
+	if !ok {
+		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: fmt.Sprintf("unknown tenant %q", w.Tenant)})
+		return
+	}
+	if w.GPUs <= 0 || w.Replicas < 1 {
+		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: "asks for no GPUs"})
+		return
+	}
+	cands := candidates(w)
+	reasons := make([]reason, 0, len(cands))
+	passes := []bool{!s.in.Options.DisablePreemption}
+	if s.in.Options.OverflowBeforePreempt && !s.in.Options.DisablePreemption {
+		passes = []bool{false, true}
+	}
+	for _, preempt := range passes {
+		reasons = reasons[:0]
+		for ci, c := range cands {
+			r, done := s.tryCandidate(w, t, c, preempt, plan)
+			if done {
+				if ci > 0 {
+					plan.Overflow = append(plan.Overflow, Overflow{Workload: w.Name, From: cands[0].String(), To: c.String()})
+				}
+				return
+			}
+			reasons = append(reasons, r)
+		}
+	}
+	p := Pending{Workload: w.Name}
+	if len(reasons) == 0 {
+		p.Code, p.Reason = ReasonInvalid, "no acceptable flavor or region"
+	} else {
+		p.Code, p.Reason = reasons[0].code, reasons[0].msg
+		if len(reasons) > 1 {
+			for i, r := range reasons {
+				p.Details = append(p.Details, cands[i].String()+": "+r.msg)
+			}
+		}
+	}
+	plan.Pending = append(plan.Pending, p)
+}
+
+// tryCandidate admits and places w at c, preempting if allowed. It commits
+// and emits on success; on failure it leaves no trace and says why.
+func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preempt bool, plan *Plan) (reason, bool) {
+	pools := s.regionModel[tenancy.Key{Model: c.model, Region: c.region}]
+	if len(pools) == 0 {
+		return reason{ReasonNoFlavor, fmt.Sprintf("no %s in %s", c.model, c.region)}, false
+	}
+	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1}
+	if w.GPUs < resource.PerGPU {
+		cl.perGPU, cl.count = int32(w.GPUs), 1
+	} else {
+		cl.perGPU, cl.count = resource.PerGPU, w.GPUs.WholeGPUs()
+	}
+	// The workload's own reservation comes first; owner work beyond its
+	// count takes the normal path.
+	var resReason *reason
+	if w.Reservation != "" {
+		ri, r, ok := s.ownReservation(w, t, c)
+		if ok {
+			used := s.resUsed[ri]
+			capacity := resource.GPUs(len(r.Nodes) * s.reservedGPUs(r))
+			if used.Add(cl.total) <= capacity {
+				cl.onRes = ri
+				cl.within = true
+				if pi, ok := s.poolIdx[poolKey{region: c.region, model: c.model, kind: poolReservation, id: ri}]; ok {
+					cl.pools = []int{pi}
+					if s.place(cl, preempt, plan) {
+						return reason{}, true
+					}
+				}
+				cl.onRes = -1
+			} else {
+				resReason = &reason{ReasonReservationFull, fmt.Sprintf("reservation %s full %v/%v", r.Name, used, capacity)}
+			}
+		}
+	}
+	cl.entries = s.entriesFor(t, cl.key)
+	if r, ok := s.admit(cl); !ok {
+		if resReason != nil {
+			r.msg = resReason.msg + "; " + r.msg
+		}
+		return r, false
+	}
+	cl.pools = s.eligiblePools(cl, pools)
+	if s.place(cl, preempt, plan) {
+		return reason{}, true
+	}
+	r := s.noFit(cl, preempt)
+	if resReason != nil {
+		r.msg = resReason.msg + "; " + r.msg
+	}
+	return r, false
+}
+
+// ownReservation returns w's named reservation when it is active, owned by
+// w's tenant and serves candidate c.
+func (s *snapshot) ownReservation(w *workload.Workload, t int, c candidate) (int, *tenancy.Reservation, bool) {
+	for i := range s.in.Reservations {
+		r := &s.in.Reservations[i]
+		if r.Name != w.Reservation || r.Region != c.region || !r.Active(s.in.Now) {
+			continue
+		}
+		if owner, ok := s.tree.Lookup(r.Owner); !ok || !s.tree.InSubtree(t, owner) {
+			continue
+		}
+		if sku, ok := s.in.Fleet.Catalog.SKU(r.SKU); !ok || sku.Model != c.model {
+			continue
+		}
+		return i, r, true
+	}
+	return 0, nil, false
+}
+
+func (s *snapshot) reservedGPUs(r *tenancy.Reservation) int {
+	if sku, ok := s.in.Fleet.Catalog.SKU(r.SKU); ok {
+		return sku.GPUs
+	}
+	return 0
+}
+
+// admit checks the tenant tree: every level within its limit, and a
+// borrower only into capacity that no one else's guarantee protects.
+func (s *snapshot) admit(cl *claim) (reason, bool) {
+	for _, ref := range cl.entries {
+		q := s.tree.Tenants[ref.tenant].Quotas[ref.entry]
+		used := s.usage[ref.tenant][ref.entry]
+		if used.Add(cl.total) > q.Limit {
+			return reason{ReasonQuotaLimit, fmt.Sprintf("tenant %s at limit %v/%v %s in %s (asks %v)",
+				s.tree.Tenants[ref.tenant].Name, used, q.Limit, cl.cand.model, regionOf(q.Key, cl.cand.region), cl.total)}, false
+		}
+	}
+	q, idx, ok := s.tree.Entry(cl.tenant, cl.cand.model, cl.cand.region)
+	var borrow resource.MilliGPU
+	if ok {
+		used := s.usage[cl.tenant][idx]
+		cl.within = used.Add(cl.total) <= q.Guaranteed
+		borrow = min(cl.total, used.Add(cl.total).Sub(q.Guaranteed))
+	} else {
+		borrow = cl.total
+	}
+	if borrow == 0 {
+		return reason{}, true
+	}
+	free := s.free[cl.key]
+	protected := s.protected(cl.key, cl.tenant)
+	if lendable := free.Sub(protected); borrow > lendable {
+		return reason{ReasonLendingLimit, fmt.Sprintf("tenant %s would borrow %v %s in %s but only %v is lendable (%v free, %v guaranteed to others)",
+			s.tree.Tenants[cl.tenant].Name, borrow, cl.cand.model, cl.cand.region, lendable, free, protected)}, false
+	}
+	return reason{}, true
+}
+
+func regionOf(k tenancy.Key, r string) string {
+	if k.Region == "" {
+		return "all regions"
+	}
+	return r
+}
+
+// protected is the idle guarantee in key that other tenants do not lend.
+func (s *snapshot) protected(k tenancy.Key, except int) resource.MilliGPU {
+	var total resource.MilliGPU
+	for t, ten := range s.tree.Tenants {
+		if t == except {
+			continue
+		}
+		for j, q := range ten.Quotas {
+			if q.Key != k || q.Guaranteed == 0 {
+				continue
+			}
+			idle := q.Guaranteed.Sub(s.usage[t][j])
+			total = total.Add(min(idle, q.Guaranteed.Sub(q.Lendable)))
+		}
+	}
+	return total
+}
+
+// eligiblePools orders the pools a claim may use: its partitions, then the
+// shared pool, then (preemptible work only) idle reserved capacity.
+func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
+	out := make([]int, 0, len(pools))
+	for _, kind := range []poolKind{poolPartition, poolShared, poolReservation} {
+		for _, pi := range pools {
+			k := s.pools[pi].key
+			if k.kind != kind {
+				continue
+			}
+			switch kind {
+			case poolPartition:
+				owner, ok := s.tree.Lookup(s.in.Partitions[k.id].Tenant)
+				if !ok || !s.tree.InSubtree(cl.tenant, owner) {
+					continue
+				}
+			case poolReservation:
+				if !cl.w.Preemptible {
+					continue
+				}
+			}
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// place puts every replica of the claim, preempting if allowed; on success
+// it commits and emits, otherwise it rolls everything back.
+func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
+	mark := s.mark()
+	var placed []Placement
+	var victims []Preemption
+	if cl.w.Gang() && cl.w.Replicas > 1 {
+		block, ok := s.pickBlock(cl)
+		if !ok && preempt {
+			block, victims, ok = s.preemptBlock(cl)
+		}
+		if !ok {
+			s.rollback(mark)
+			return false
+		}
+		for r := 0; r < cl.w.Replicas; r++ {
+			i := s.bestNodeIn(cl, s.blocks[block])
+			if i < 0 {
+				s.rollback(mark)
+				return false
+			}
+			placed = append(placed, s.assign(cl, r, i))
+		}
+	} else {
+		for r := 0; r < cl.w.Replicas; r++ {
+			i := s.bestNode(cl)
+			if i < 0 && preempt {
+				var vs []Preemption
+				i, vs = s.preemptNode(cl)
+				victims = append(victims, vs...)
+			}
+			if i < 0 {
+				s.rollback(mark)
+				return false
+			}
+			placed = append(placed, s.assign(cl, r, i))
+		}
+	}
+	if cl.onRes < 0 {
+		s.chargeJ(cl.entries, cl.total)
+	}
+	s.commit()
+	if cl.onRes >= 0 {
+		s.resUsed[cl.onRes] = s.resUsed[cl.onRes].Add(cl.total)
+	}
+	for i := range placed {
+		placed[i].AfterPreemption = len(victims) > 0
+	}
+	plan.Preemptions = append(plan.Preemptions, victims...)
+	plan.Placements = append(plan.Placements, placed...)
+	return true
+}
+
+// assign takes GPUs for replica r of the claim on node i.
+func (s *snapshot) assign(cl *claim, r, i int) Placement {
+	gpus := pickGPUs(s.nodes[i].free, cl.perGPU, cl.count)
+	s.take(i, gpus, cl.perGPU, cl.w.CPU, cl.w.Memory)
+	return Placement{
+		Workload: cl.w.Name, Replica: r, Node: s.nodes[i].node.ID, GPUs: gpus, Milli: int64(cl.perGPU),
+		Flavor: cl.cand.model, Region: cl.cand.region, OnReservation: cl.onRes >= 0,
+	}
+}
+
+// pickGPUs chooses count GPUs with at least milli free: for whole GPUs the
+// lowest-index free ones; for a share, the fullest GPU that still fits
+// (best fit), lowest index on ties.
+func pickGPUs(free []int32, milli int32, count int) []int {
+	out := make([]int, 0, count)
+	if milli == resource.PerGPU {
+		for g, f := range free {
+			if f == resource.PerGPU {
+				out = append(out, g)
+				if len(out) == count {
+					break
+				}
+			}
+		}
+		return out
+	}
+	best := -1
+	for g, f := range free {
+		if f >= milli && (best < 0 || f < free[best]) {
+			best = g
+		}
+	}
+	if best >= 0 {
+		out = append(out, best)
+	}
+	return out
+}
+
+// fits reports whether node i can take one replica of the claim now.
+func (s *snapshot) fits(cl *claim, i int) bool {
+	ns := &s.nodes[i]
+	if ns.down || ns.pool < 0 || ns.cpu < cl.w.CPU || ns.mem < cl.w.Memory {
+		return false
+	}
+	if cl.perGPU == resource.PerGPU {
+		return ns.whole >= cl.count
+	}
+	for _, f := range ns.free {
+		if f >= cl.perGPU {
+			return true
+		}
+	}
+	return false
+}
+
+// bestNode finds the node for one replica: in pool order, the node with the
+// fewest fully free GPUs that still fit (best fit), lowest index on ties.
+// A share of a GPU goes to the fullest partly used GPU that fits first.
+func (s *snapshot) bestNode(cl *claim) int {
+	for _, pi := range cl.pools {
+		p := s.pools[pi]
+		if cl.perGPU < resource.PerGPU {
+			best, bestFree := -1, int32(resource.PerGPU)
+			for pos := nextBit(p.partial, 0); pos >= 0; pos = nextBit(p.partial, pos+1) {
+				i := p.nodes[pos]
+				ns := &s.nodes[i]
+				if ns.cpu < cl.w.CPU || ns.mem < cl.w.Memory {
+					continue
+				}
+				for _, f := range ns.free {
+					if f >= cl.perGPU && f < bestFree {
+						best, bestFree = i, f
+					}
+				}
+			}
+			if best >= 0 {
+				return best
+			}
+		}
+		for k := cl.count; k < len(p.buckets); k++ {
+			for pos := nextBit(p.buckets[k], 0); pos >= 0; pos = nextBit(p.buckets[k], pos+1) {
+				i := p.nodes[pos]
+				if s.nodes[i].cpu >= cl.w.CPU && s.nodes[i].mem >= cl.w.Memory {
+					return i
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// inPools reports whether node i is in one of the claim's pools.
+func (s *snapshot) inPools(cl *claim, i int) bool {
+	p := s.nodes[i].pool
+	if p < 0 {
+		return false
+	}
+	for _, pi := range cl.pools {
+		if pi == p {
+			return true
+		}
+	}
+	return false
+}
+
+// bestNodeIn is bestNode restricted to the given nodes.
+func (s *snapshot) bestNodeIn(cl *claim, nodes []int) int {
+	best, bestKey := -1, int64(1<<62)
+	for _, i := range nodes {
+		if !s.inPools(cl, i) || !s.fits(cl, i) {
+			continue
+		}
+		key := int64(s.nodes[i].whole)
+		if cl.perGPU < resource.PerGPU {
+			key = int64(resource.PerGPU)
+			for _, f := range s.nodes[i].free {
+				if f >= cl.perGPU {
+					key = min(key, int64(f))
+				}
+			}
+		}
+		if key < bestKey {
+			best, bestKey = i, key
+		}
+	}
+	return best
+}
+
+// slots is how many replicas of the claim fit in free (one node's GPUs).
+func slots(free []int32, perGPU int32, count int) int {
+	n := 0
+	if perGPU == resource.PerGPU {
+		for _, f := range free {
+			if f == resource.PerGPU {
+				n++
+			}
+		}
+		return n / count
+	}
+	for _, f := range free {
+		n += int(f / perGPU)
+	}
+	return n
+}
+
+// nodeSlots is slots for node i, bounded by its CPU and memory.
+func (s *snapshot) nodeSlots(cl *claim, i int, free []int32, cpu, mem int64) int {
+	n := slots(free, cl.perGPU, cl.count)
+	if cl.w.CPU > 0 {
+		n = min(n, int(cpu/int64(cl.w.CPU)))
+	}
+	if cl.w.Memory > 0 {
+		n = min(n, int(mem/int64(cl.w.Memory)))
+	}
+	return n
+}
+
+// pickBlock chooses the block for a gang without preemption: among blocks
+// that hold it, the one left with the fewest free slots (best fit), first
+// in fleet order on ties.
+func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
+	best, bestLeft := fleet.BlockID(""), int(1<<62)
+	for _, b := range s.blockOrder {
+		nodes := s.blocks[b]
+		if len(nodes) == 0 || s.nodes[nodes[0]].node.Region != cl.cand.region {
+			continue
+		}
+		total := 0
+		for _, i := range nodes {
+			if !s.inPools(cl, i) {
+				continue
+			}
+			ns := &s.nodes[i]
+			total += s.nodeSlots(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+		}
+		if total >= cl.w.Replicas && total-cl.w.Replicas < bestLeft {
+			best, bestLeft = b, total-cl.w.Replicas
+		}
+	}
+	return best, best != ""
+}
+
+// noFit explains why a claim that passed admission could not be placed.
+func (s *snapshot) noFit(cl *claim, preempt bool) reason {
+	var free resource.MilliGPU
+	for _, pi := range cl.pools {
+		for _, i := range s.pools[pi].nodes {
+			for _, f := range s.nodes[i].free {
+				free += resource.MilliGPU(f)
+			}
+		}
+	}
+	why := ""
+	if preempt {
+		why = ", and preemption cannot free enough"
+	}
+	if cl.w.Gang() && cl.w.Replicas > 1 {
+		return reason{ReasonNoBlock, fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s",
+			cl.cand.region, cl.total, cl.cand.model, cl.w.Replicas, cl.w.GPUs, why)}
+	}
+	return reason{ReasonNoCapacity, fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s",
+		cl.w.Replicas, cl.w.GPUs, cl.cand.model, cl.cand.region, free, why)}
+}
+
+var _ = strings.Join

@@ -1,0 +1,267 @@
+package sched
+
+import (
+	"math/bits"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// A pool is the set of nodes of one GPU model in one region with the same
+// access rule: shared, one partition, or one reservation. Each pool indexes
+// its nodes by number of fully free GPUs so that best-fit search is a few
+// bit scans instead of a walk over the fleet.
+type poolKind uint8
+
+const (
+	poolShared poolKind = iota
+	poolPartition
+	poolReservation
+)
+
+type poolKey struct {
+	region string
+	model  fleet.ModelID
+	kind   poolKind
+	id     int // partition or reservation index
+}
+
+type pool struct {
+	key     poolKey
+	nodes   []int      // node indices, fleet order
+	buckets [][]uint64 // buckets[k]: bitset of pool positions with k fully free GPUs
+	partial []uint64   // pool positions with a GPU that is partly used
+	maxGPUs int
+}
+
+type bitset []uint64
+
+func newBitset(n int) []uint64      { return make([]uint64, (n+63)/64) }
+func setBit(b []uint64, i int)      { b[i>>6] |= 1 << (uint(i) & 63) }
+func clearBit(b []uint64, i int)    { b[i>>6] &^= 1 << (uint(i) & 63) }
+func hasBit(b []uint64, i int) bool { return b[i>>6]&(1<<(uint(i)&63)) != 0 }
+func nextBit(b []uint64, from int) int { // first set bit ≥ from, or -1
+	w := from >> 6
+	if w >= len(b) {
+		return -1
+	}
+	x := b[w] &^ ((1 << (uint(from) & 63)) - 1)
+	for {
+		if x != 0 {
+			return w<<6 + bits.TrailingZeros64(x)
+		}
+		w++
+		if w >= len(b) {
+			return -1
+		}
+		x = b[w]
+	}
+}
+
+// nodeState is the free capacity of one node during a cycle.
+type nodeState struct {
+	node    *fleet.Node
+	free    []int32 // free milli per GPU
+	whole   int     // GPUs with all 1000 milli free
+	partial int     // GPUs partly used
+	cpu     resource.MilliCPU
+	mem     resource.MiB
+	pool    int // index into snapshot.pools, -1 when down
+	pos     int // position in its pool
+	down    bool
+	running []int // indices of running workloads with a replica here
+}
+
+// runState is a running workload during a cycle.
+type runState struct {
+	w        *workload.Workload
+	tenant   int
+	key      tenancy.Key // model and region it runs in
+	entries  []usageRef  // quota entries it counts against
+	borrows  bool        // beyond its tenant's guarantee (reclaimable)
+	evicted  bool
+	workLost float64
+	nodes    []int // distinct node indices it touches
+}
+
+type usageRef struct{ tenant, entry int }
+
+// snapshot is the mutable copy of the world one cycle works on.
+type snapshot struct {
+	in      *Input
+	nodes   []nodeState
+	pools   []*pool
+	poolIdx map[poolKey]int
+	// regionModel lists, per (region, model), the pools holding such nodes.
+	regionModel map[tenancy.Key][]int
+	blocks      map[fleet.BlockID][]int // node indices per block
+	blockOrder  []fleet.BlockID
+
+	tree     *tenancy.Tree
+	usage    [][]resource.MilliGPU // usage[tenant][entry]
+	run      []runState
+	replicas [][]replicaAt                     // per run, its replicas
+	free     map[tenancy.Key]resource.MilliGPU // free milli in shared pools
+	// resUsed is, per reservation, the GPUs its owner runs on it.
+	resUsed []resource.MilliGPU
+	// refs caches the quota entries a (tenant, model, region) counts against.
+	refs map[refKey][]usageRef
+
+	journal []change // undo log for what-if changes
+}
+
+type refKey struct {
+	tenant int
+	key    tenancy.Key
+}
+
+// entriesFor returns the quota entries charged when tenant t uses model m in
+// region r: every entry on the path from t to the root whose model is m and
+// whose region is r or all regions.
+func (s *snapshot) entriesFor(t int, k tenancy.Key) []usageRef {
+	if r, ok := s.refs[refKey{t, k}]; ok {
+		return r
+	}
+	var out []usageRef
+	for _, a := range s.tree.Path(t) {
+		for j, q := range s.tree.Tenants[a].Quotas {
+			if q.Key.Model == k.Model && (q.Key.Region == "" || q.Key.Region == k.Region) {
+				out = append(out, usageRef{a, j})
+			}
+		}
+	}
+	s.refs[refKey{t, k}] = out
+	return out
+}
+
+func (s *snapshot) charge(refs []usageRef, amt resource.MilliGPU) {
+	for _, r := range refs {
+		s.usage[r.tenant][r.entry] = s.usage[r.tenant][r.entry].Add(amt)
+	}
+}
+
+func (s *snapshot) refund(refs []usageRef, amt resource.MilliGPU) {
+	for _, r := range refs {
+		s.usage[r.tenant][r.entry] = s.usage[r.tenant][r.entry].Sub(amt)
+	}
+}
+
+// reindex moves node i to the right bucket after its free GPUs changed.
+func (s *snapshot) reindex(i int, oldWhole, oldPartial int) {
+	ns := &s.nodes[i]
+	if ns.pool < 0 {
+		return
+	}
+	p := s.pools[ns.pool]
+	if oldWhole != ns.whole {
+		clearBit(p.buckets[oldWhole], ns.pos)
+		setBit(p.buckets[ns.whole], ns.pos)
+	}
+	if (oldPartial > 0) != (ns.partial > 0) {
+		if ns.partial > 0 {
+			setBit(p.partial, ns.pos)
+		} else {
+			clearBit(p.partial, ns.pos)
+		}
+	}
+}
+
+// change is one entry of the undo log.
+type change struct {
+	op    uint8
+	node  int
+	gpus  []int
+	delta int32
+	cpu   resource.MilliCPU
+	mem   resource.MiB
+	refs  []usageRef
+	amt   resource.MilliGPU
+	run   int
+}
+
+const (
+	opTake uint8 = iota
+	opGive
+	opCharge
+	opRefund
+	opEvict
+)
+
+// take removes milli from GPUs gpus of node i.
+func (s *snapshot) take(i int, gpus []int, milli int32, cpu resource.MilliCPU, mem resource.MiB) {
+	s.adjust(i, gpus, -milli, cpu, mem)
+	s.journal = append(s.journal, change{op: opTake, node: i, gpus: gpus, delta: milli, cpu: cpu, mem: mem})
+}
+
+// give returns milli to GPUs gpus of node i.
+func (s *snapshot) give(i int, gpus []int, milli int32, cpu resource.MilliCPU, mem resource.MiB) {
+	s.adjust(i, gpus, milli, -cpu, -mem)
+	s.journal = append(s.journal, change{op: opGive, node: i, gpus: gpus, delta: milli, cpu: cpu, mem: mem})
+}
+
+func (s *snapshot) chargeJ(refs []usageRef, amt resource.MilliGPU) {
+	s.charge(refs, amt)
+	s.journal = append(s.journal, change{op: opCharge, refs: refs, amt: amt})
+}
+
+func (s *snapshot) refundJ(refs []usageRef, amt resource.MilliGPU) {
+	s.refund(refs, amt)
+	s.journal = append(s.journal, change{op: opRefund, refs: refs, amt: amt})
+}
+
+// adjust adds delta milli to each GPU in gpus and takes cpu and mem (which
+// may be negative to give them back).
+func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
+	ns := &s.nodes[i]
+	oldWhole, oldPartial := ns.whole, ns.partial
+	for _, g := range gpus {
+		before := ns.free[g]
+		after := min(max(before+delta, 0), resource.PerGPU)
+		ns.free[g] = after
+		countGPU(ns, before, -1)
+		countGPU(ns, after, +1)
+	}
+	ns.cpu -= cpu
+	ns.mem -= mem
+	if ns.pool >= 0 && s.pools[ns.pool].key.kind == poolShared {
+		k := tenancy.Key{Model: ns.node.Model, Region: ns.node.Region}
+		s.free[k] += resource.MilliGPU(int64(delta) * int64(len(gpus)))
+	}
+	s.reindex(i, oldWhole, oldPartial)
+}
+
+func countGPU(ns *nodeState, free int32, d int) {
+	if free == resource.PerGPU {
+		ns.whole += d
+	} else if free > 0 {
+		ns.partial += d
+	}
+}
+
+// mark returns the journal position to roll back to.
+func (s *snapshot) mark() int { return len(s.journal) }
+
+// rollback undoes every change after mark m, newest first.
+func (s *snapshot) rollback(m int) {
+	for i := len(s.journal) - 1; i >= m; i-- {
+		c := s.journal[i]
+		switch c.op {
+		case opTake:
+			s.adjust(c.node, c.gpus, c.delta, -c.cpu, -c.mem)
+		case opGive:
+			s.adjust(c.node, c.gpus, -c.delta, c.cpu, c.mem)
+		case opCharge:
+			s.refund(c.refs, c.amt)
+		case opRefund:
+			s.charge(c.refs, c.amt)
+		case opEvict:
+			s.run[c.run].evicted = false
+		}
+	}
+	s.journal = s.journal[:m]
+}
+
+// commit forgets the undo log (the changes stay).
+func (s *snapshot) commit() { s.journal = s.journal[:0] }
