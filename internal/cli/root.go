@@ -21,6 +21,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(
 		newVersionCmd(),
+		newBenchCmd(),
 		newScheduleCmd(),
 		newValidateCmd(),
 	)
