@@ -56,6 +56,10 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 	if r.evicted || r.w == cl.w {
 		return victim{}, false
 	}
+	if r.w.Running.OnReservation {
+		// Work on its own reservation is a kept promise.
+		return victim{}, false
+	}
 	if cl.onRes >= 0 {
 		// Claiming one's own reservation evicts the preemptible work that
 		// borrowed its idle capacity.

@@ -18,8 +18,30 @@ func Schedule(in Input) Plan {
 	var plan Plan
 	s.evictDown(&plan)
 	pending := s.order()
-	for _, w := range pending {
-		s.scheduleOne(w, &plan)
+	// Reservations are hard promises: owners claim their reserved capacity
+	// before anyone else is placed, so that preemptible work placed this
+	// cycle cannot sit on it. Claims beyond a reservation wait for their
+	// turn in the normal order.
+	done := make([]bool, len(pending))
+	for i, w := range pending {
+		if w.Reservation != "" {
+			done[i] = s.claimReservation(w, &plan)
+		}
+	}
+	// Evictions late in a pass can make room for, or bring within its
+	// guarantee, a workload decided earlier; so while a pass evicts, the
+	// workloads still pending get another pass (at most maxPasses).
+	for pass := 0; pass < maxPasses; pass++ {
+		evictedBefore := len(plan.Preemptions)
+		plan.Pending = plan.Pending[:0]
+		for i, w := range pending {
+			if !done[i] {
+				done[i] = s.scheduleOne(w, &plan)
+			}
+		}
+		if len(plan.Preemptions) == evictedBefore || len(plan.Pending) == 0 {
+			break
+		}
 	}
 	return plan
 }
@@ -54,6 +76,14 @@ func (s *snapshot) evict(i int) {
 	}
 	if len(r.entries) > 0 {
 		s.refundJ(r.entries, r.w.TotalGPUs())
+	}
+	if r.w.Running.OnReservation {
+		for ri := range s.in.Reservations {
+			if s.in.Reservations[ri].Name == r.w.Reservation {
+				s.resUsed[ri] = s.resUsed[ri].Sub(r.w.TotalGPUs())
+				s.journal = append(s.journal, change{op: opResUse, run: ri, amt: r.w.TotalGPUs()})
+			}
+		}
 	}
 }
 
@@ -126,15 +156,19 @@ type claim struct {
 	pools []int
 }
 
-func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) {
+// maxPasses bounds the passes over pending work in one cycle.
+const maxPasses = 3
+
+// scheduleOne decides w: placed (true) or pending with a reason (false).
+func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 	t, ok := s.tree.Lookup(w.Tenant)
 	if !ok {
 		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: fmt.Sprintf("unknown tenant %q", w.Tenant)})
-		return
+		return false
 	}
 	if w.GPUs <= 0 || w.Replicas < 1 {
 		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: "asks for no GPUs"})
-		return
+		return false
 	}
 	cands := candidates(w)
 	reasons := make([]reason, 0, len(cands))
@@ -150,7 +184,7 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) {
 				if ci > 0 {
 					plan.Overflow = append(plan.Overflow, Overflow{Workload: w.Name, From: cands[0].String(), To: c.String()})
 				}
-				return
+				return true
 			}
 			reasons = append(reasons, r)
 		}
@@ -167,6 +201,7 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) {
 		}
 	}
 	plan.Pending = append(plan.Pending, p)
+	return false
 }
 
 // tryCandidate admits and places w at c, preempting if allowed. It commits
@@ -176,33 +211,15 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 	if len(pools) == 0 {
 		return reason{ReasonNoFlavor, fmt.Sprintf("no %s in %s", c.model, c.region)}, false
 	}
-	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1}
-	if w.GPUs < resource.PerGPU {
-		cl.perGPU, cl.count = int32(w.GPUs), 1
-	} else {
-		cl.perGPU, cl.count = resource.PerGPU, w.GPUs.WholeGPUs()
-	}
-	// The workload's own reservation comes first; owner work beyond its
-	// count takes the normal path.
+	cl := s.newClaim(w, t, c)
 	var resReason *reason
 	if w.Reservation != "" {
-		ri, r, ok := s.ownReservation(w, t, c)
-		if ok {
-			used := s.resUsed[ri]
-			capacity := resource.GPUs(len(r.Nodes) * s.reservedGPUs(r))
-			if used.Add(cl.total) <= capacity {
-				cl.onRes = ri
-				cl.within = true
-				if pi, ok := s.poolIdx[poolKey{region: c.region, model: c.model, kind: poolReservation, id: ri}]; ok {
-					cl.pools = []int{pi}
-					if s.place(cl, preempt, plan) {
-						return reason{}, true
-					}
-				}
-				cl.onRes = -1
-			} else {
-				resReason = &reason{ReasonReservationFull, fmt.Sprintf("reservation %s full %v/%v", r.Name, used, capacity)}
+		if _, r, ok := s.ownReservation(w, t, c); ok {
+			msg := fmt.Sprintf("reservation %s full %v/%v", r.Name, s.resUsed[s.resIndex(r)], s.resCapacity(r))
+			if d := s.resDown(r); d > 0 {
+				msg += fmt.Sprintf(" (%d of its %d nodes down)", d, len(r.Nodes))
 			}
+			resReason = &reason{ReasonReservationFull, msg}
 		}
 	}
 	cl.entries = s.entriesFor(t, cl.key)
@@ -221,6 +238,73 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 		r.msg = resReason.msg + "; " + r.msg
 	}
 	return r, false
+}
+
+// claimReservation places w on its own reservation if it fits there,
+// evicting preemptible work that borrowed the reservation's idle capacity.
+func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
+	t, ok := s.tree.Lookup(w.Tenant)
+	if !ok || w.GPUs <= 0 || w.Replicas < 1 {
+		return false
+	}
+	cands := candidates(w)
+	for ci, c := range cands {
+		ri, r, ok := s.ownReservation(w, t, c)
+		if !ok {
+			continue
+		}
+		cl := s.newClaim(w, t, c)
+		if s.resUsed[ri].Add(cl.total) > s.resCapacity(r) {
+			continue
+		}
+		pi, ok := s.poolIdx[poolKey{region: c.region, model: c.model, kind: poolReservation, id: ri}]
+		if !ok {
+			continue
+		}
+		cl.onRes, cl.within, cl.pools = ri, true, []int{pi}
+		if s.place(cl, !s.in.Options.DisablePreemption, plan) {
+			if ci > 0 {
+				plan.Overflow = append(plan.Overflow, Overflow{Workload: w.Name, From: cands[0].String(), To: c.String()})
+			}
+			return true
+		}
+	}
+	return false
+}
+
+func (s *snapshot) newClaim(w *workload.Workload, t int, c candidate) *claim {
+	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1}
+	if w.GPUs < resource.PerGPU {
+		cl.perGPU, cl.count = int32(w.GPUs), 1
+	} else {
+		cl.perGPU, cl.count = resource.PerGPU, w.GPUs.WholeGPUs()
+	}
+	return cl
+}
+
+func (s *snapshot) resIndex(r *tenancy.Reservation) int {
+	for i := range s.in.Reservations {
+		if &s.in.Reservations[i] == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// resCapacity is the GPUs a reservation holds on nodes that are up.
+func (s *snapshot) resCapacity(r *tenancy.Reservation) resource.MilliGPU {
+	return resource.GPUs((len(r.Nodes) - s.resDown(r)) * s.reservedGPUs(r))
+}
+
+// resDown counts a reservation's nodes that are down.
+func (s *snapshot) resDown(r *tenancy.Reservation) int {
+	n := 0
+	for _, id := range r.Nodes {
+		if node, ok := s.in.Fleet.Node(id); ok && s.nodes[node.Index].down {
+			n++
+		}
+	}
+	return n
 }
 
 // ownReservation returns w's named reservation when it is active, owned by

@@ -187,6 +187,7 @@ const (
 	opCharge
 	opRefund
 	opEvict
+	opResUse // reservation run lost amt
 )
 
 // take removes milli from GPUs gpus of node i.
@@ -258,6 +259,8 @@ func (s *snapshot) rollback(m int) {
 			s.charge(c.refs, c.amt)
 		case opEvict:
 			s.run[c.run].evicted = false
+		case opResUse:
+			s.resUsed[c.run] = s.resUsed[c.run].Add(c.amt)
 		}
 	}
 	s.journal = s.journal[:m]

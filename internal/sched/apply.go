@@ -1,0 +1,40 @@
+package sched
+
+import (
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// Apply is the reference applier: it commits a plan instantly, as the
+// simulator does. Victims are requeued as pending (their Running cleared),
+// placed workloads become running from now. Workloads are copied, never
+// modified, and keep their order. Victims of a placement with
+// AfterPreemption exit at once here; a real applier waits for them.
+func Apply(ws []*workload.Workload, p Plan, now time.Time) []*workload.Workload {
+	evicted := make(map[workload.ID]bool, len(p.Preemptions))
+	for _, x := range p.Preemptions {
+		evicted[x.Workload] = true
+	}
+	placed := make(map[workload.ID][]Placement, len(p.Placements))
+	for _, x := range p.Placements {
+		placed[x.Workload] = append(placed[x.Workload], x)
+	}
+	out := make([]*workload.Workload, len(ws))
+	for i, w := range ws {
+		c := *w
+		if evicted[w.Name] {
+			c.Running = nil
+		}
+		if ps, ok := placed[w.Name]; ok {
+			a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, StartedAt: now}
+			for _, x := range ps {
+				a.Replicas = append(a.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli)})
+			}
+			c.Running = a
+		}
+		out[i] = &c
+	}
+	return out
+}

@@ -1,0 +1,459 @@
+package sched
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// world is a random fleet, tenant tree and reservation for property tests.
+type world struct {
+	in    Input
+	owner string // reservation owner, "" when none
+	res   string
+}
+
+func gpuPtr(n int) *resource.MilliGPU { m := resource.GPUs(n); return &m }
+
+func randomWorld(rng *rand.Rand) *world {
+	skus := []fleet.SKUName{"Standard_ND96amsr_A100_v4", "Standard_NC64as_T4_v3", "Standard_NC24ads_A100_v4"}
+	regions := []string{"eastus", "westus2"}[:1+rng.IntN(2)]
+	var spec fleet.Spec
+	for _, r := range regions {
+		rs := fleet.RegionSpec{Name: r}
+		z := fleet.ZoneSpec{Name: "1"}
+		for b := 0; b < 1+rng.IntN(3); b++ {
+			bs := fleet.BlockSpec{Name: fleet.BlockID(fmt.Sprintf("%s-b%d", r, b))}
+			for g := 0; g < 1+rng.IntN(2); g++ {
+				bs.Nodes = append(bs.Nodes, fleet.GroupSpec{SKU: skus[rng.IntN(len(skus))], Count: 1 + rng.IntN(6)})
+			}
+			z.Blocks = append(z.Blocks, bs)
+		}
+		rs.Zones = []fleet.ZoneSpec{z}
+		spec.Regions = append(spec.Regions, rs)
+	}
+	f, err := fleet.Build(spec, fleet.Builtin())
+	if err != nil {
+		panic(err)
+	}
+	models := []fleet.ModelID{"A100-80G", "T4"}
+	tenants := []tenancy.TenantSpec{{Name: "root"}}
+	nLeaves := 2 + rng.IntN(4)
+	for i := 0; i < nLeaves; i++ {
+		ts := tenancy.TenantSpec{Name: fmt.Sprintf("t%d", i), Parent: "root"}
+		for _, m := range models {
+			for _, r := range regions {
+				if rng.IntN(3) == 0 {
+					continue
+				}
+				cap := f.Capacity(m, r).WholeGPUs()
+				g := rng.IntN(cap/nLeaves + 1)
+				q := tenancy.QuotaSpec{Flavor: m, Region: r, Guaranteed: resource.GPUs(g), Weight: 1}
+				if rng.IntN(2) == 0 {
+					q.Limit = gpuPtr(g + rng.IntN(cap+1))
+				}
+				if rng.IntN(3) == 0 {
+					q.Lendable = gpuPtr(rng.IntN(g + 1))
+				}
+				ts.Quota = append(ts.Quota, q)
+			}
+		}
+		tenants = append(tenants, ts)
+	}
+	tree, err := tenancy.NewTree(tenants)
+	if err != nil {
+		panic(err)
+	}
+	w := &world{in: Input{Now: t0, Seed: rng.Uint64(), Fleet: f, Tenants: tree}}
+	// Maybe one reservation of an 8-GPU SKU.
+	if rng.IntN(2) == 0 {
+		r := tenancy.Reservation{Name: "r1", Owner: "t0", Region: regions[0], SKU: "Standard_ND96amsr_A100_v4", Count: 1 + rng.IntN(2)}
+		ids, err := tenancy.Bind(&r, f, func(*fleet.Node) tenancy.NodeUse { return tenancy.NodeUse{} })
+		if err == nil {
+			r.Nodes = ids
+			w.in.Reservations = []tenancy.Reservation{r}
+			w.owner, w.res = "t0", "r1"
+		}
+	}
+	return w
+}
+
+func randomWorkloads(rng *rand.Rand, w *world, n int, prefix string, at time.Time) []*workload.Workload {
+	var out []*workload.Workload
+	regions := w.in.Fleet.Regions
+	for i := 0; i < n; i++ {
+		s := workload.Spec{
+			Name:               workload.ID(fmt.Sprintf("%s%03d", prefix, i)),
+			Tenant:             fmt.Sprintf("t%d", rng.IntN(len(w.in.Tenants.Tenants)-1)),
+			Priority:           workload.Priority(rng.IntN(5)),
+			Preemptible:        rng.IntN(2) == 0,
+			Replicas:           1,
+			Flavors:            []fleet.ModelID{"A100-80G"},
+			Regions:            []string{regions[rng.IntN(len(regions))]},
+			CheckpointInterval: time.Duration(rng.IntN(3)) * time.Hour,
+		}
+		switch rng.IntN(6) {
+		case 0:
+			s.GPUs = resource.MilliGPU(100 * (1 + rng.IntN(9)))
+		case 1:
+			s.GPUs = resource.GPUs(8)
+			s.Replicas = 1 + rng.IntN(4)
+			s.Topology = workload.TopologySameBlock
+		case 2:
+			s.GPUs = resource.GPUs(1 + rng.IntN(4))
+			s.Replicas = 1 + rng.IntN(3)
+		default:
+			s.GPUs = resource.GPUs(1 + rng.IntN(2))
+		}
+		if rng.IntN(3) == 0 {
+			s.Flavors = []fleet.ModelID{"T4", "A100-80G"}
+			if s.GPUs > resource.GPUs(4) {
+				s.GPUs = resource.GPUs(4)
+			}
+		}
+		if rng.IntN(3) == 0 && len(regions) > 1 {
+			s.Regions = append(s.Regions, regions[0])
+		}
+		if w.res != "" && s.Tenant == w.owner && rng.IntN(2) == 0 {
+			s.Reservation = w.res
+			s.GPUs, s.Replicas, s.Topology = resource.GPUs(8), 1, workload.TopologyAny
+			s.Flavors, s.Regions = []fleet.ModelID{"A100-80G"}, []string{w.in.Reservations[0].Region}
+		}
+		out = append(out, &workload.Workload{Spec: s, SubmittedAt: at.Add(time.Duration(i) * time.Second)})
+	}
+	return out
+}
+
+// propertyCase builds a world with running work (from one cycle over a
+// first batch) and a second batch pending.
+func propertyCase(seed uint64) (Input, Plan) {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	w := randomWorld(rng)
+	in := w.in
+	in.Workloads = randomWorkloads(rng, w, 10+rng.IntN(30), "a", t0)
+	p := Schedule(in)
+	in.Now = t0.Add(3 * time.Hour)
+	running := Apply(in.Workloads, p, t0)
+	var next []*workload.Workload
+	for _, x := range running {
+		if x.Running != nil {
+			next = append(next, x)
+		}
+	}
+	in.Workloads = append(next, randomWorkloads(rng, w, 5+rng.IntN(25), "b", in.Now)...)
+	if rng.IntN(5) == 0 && len(in.Fleet.Nodes) > 0 {
+		in.Down = []fleet.NodeID{in.Fleet.Nodes[rng.IntN(len(in.Fleet.Nodes))].ID}
+	}
+	return in, Schedule(in)
+}
+
+func TestProperties(t *testing.T) {
+	n := 400
+	if s := os.Getenv("ARBITER_PROPERTY_SEEDS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	if testing.Short() {
+		n = 50
+	}
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		in, plan := propertyCase(seed)
+		if err := Check(&in); err != nil {
+			t.Fatalf("seed %d: first cycle produced an inconsistent state: %v", seed, err)
+		}
+		for _, prop := range []struct {
+			name string
+			fn   func(Input, Plan) error
+		}{
+			{"capacity", propCapacity},
+			{"gangs", propGangs},
+			{"limits", propLimits},
+			{"guarantee-protected", propGuaranteeProtected},
+			{"reclaim", propReclaim},
+			{"reservation", propReservation},
+			{"deterministic", propDeterministic},
+		} {
+			if err := prop.fn(in, plan); err != nil {
+				t.Errorf("seed %d: %s: %v", seed, prop.name, err)
+			}
+		}
+	}
+}
+
+func propCapacity(in Input, p Plan) error {
+	after := Apply(in.Workloads, p, in.Now)
+	used := map[fleet.NodeID][]int64{}
+	for _, w := range after {
+		if w.Running == nil {
+			continue
+		}
+		for _, r := range w.Running.Replicas {
+			n, ok := in.Fleet.Node(r.Node)
+			if !ok {
+				return fmt.Errorf("%s on unknown node %s", w.Name, r.Node)
+			}
+			if used[r.Node] == nil {
+				used[r.Node] = make([]int64, n.GPUs)
+			}
+			for _, g := range r.GPUs {
+				if g < 0 || g >= n.GPUs {
+					return fmt.Errorf("%s on GPU %d of %s which has %d", w.Name, g, n.ID, n.GPUs)
+				}
+				used[r.Node][g] += int64(r.Milli)
+				if used[r.Node][g] > resource.PerGPU {
+					return fmt.Errorf("GPU %d of %s given %d milli", g, n.ID, used[r.Node][g])
+				}
+			}
+		}
+	}
+	for _, x := range p.Placements {
+		for _, d := range in.Down {
+			if x.Node == d {
+				return fmt.Errorf("%s placed on down node %s", x.Workload, d)
+			}
+		}
+	}
+	return nil
+}
+
+func propGangs(in Input, p Plan) error {
+	byW := map[workload.ID][]Placement{}
+	for _, x := range p.Placements {
+		byW[x.Workload] = append(byW[x.Workload], x)
+	}
+	for _, w := range in.Workloads {
+		ps := byW[w.Name]
+		if len(ps) == 0 {
+			continue
+		}
+		if w.Running != nil {
+			return fmt.Errorf("running workload %s placed again", w.Name)
+		}
+		if len(ps) != w.Replicas {
+			return fmt.Errorf("%s: %d of %d replicas placed", w.Name, len(ps), w.Replicas)
+		}
+		if w.Gang() {
+			b0, _ := in.Fleet.Node(ps[0].Node)
+			for _, x := range ps {
+				if b, _ := in.Fleet.Node(x.Node); b.Block != b0.Block {
+					return fmt.Errorf("gang %s split over blocks %s and %s", w.Name, b0.Block, b.Block)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// usageAfter sums GPUs per (tenant, quota entry) after the plan, not
+// counting work on its own reservation.
+func usageAfter(in Input, p Plan) map[[2]int]resource.MilliGPU {
+	u := map[[2]int]resource.MilliGPU{}
+	for _, w := range Apply(in.Workloads, p, in.Now) {
+		if w.Running == nil || w.Running.OnReservation {
+			continue
+		}
+		t, _ := in.Tenants.Lookup(w.Tenant)
+		for _, a := range in.Tenants.Path(t) {
+			for j, q := range in.Tenants.Tenants[a].Quotas {
+				if q.Key.Model == w.Running.Flavor && (q.Key.Region == "" || q.Key.Region == w.Running.Region) {
+					u[[2]int{a, j}] += w.TotalGPUs()
+				}
+			}
+		}
+	}
+	return u
+}
+
+func propLimits(in Input, p Plan) error {
+	before := usageAfter(in, Plan{})
+	for k, used := range usageAfter(in, p) {
+		q := in.Tenants.Tenants[k[0]].Quotas[k[1]]
+		if used > q.Limit && used > before[k] {
+			return fmt.Errorf("tenant %s uses %v of %s, limit %v", in.Tenants.Tenants[k[0]].Name, used, q.Key, q.Limit)
+		}
+	}
+	return nil
+}
+
+// withinGuarantee recomputes, independently of the scheduler, which running
+// workloads sit inside their tenant's guarantee.
+func withinGuarantee(in Input) map[workload.ID]bool {
+	groups := map[[2]int][]*workload.Workload{}
+	for _, w := range in.Workloads {
+		if w.Running == nil || w.Running.OnReservation {
+			continue
+		}
+		t, _ := in.Tenants.Lookup(w.Tenant)
+		if _, idx, ok := in.Tenants.Entry(t, w.Running.Flavor, w.Running.Region); ok {
+			groups[[2]int{t, idx}] = append(groups[[2]int{t, idx}], w)
+		}
+	}
+	out := map[workload.ID]bool{}
+	for k, ws := range groups {
+		sort.Slice(ws, func(i, j int) bool {
+			if ws[i].Priority != ws[j].Priority {
+				return ws[i].Priority > ws[j].Priority
+			}
+			if !ws[i].Running.StartedAt.Equal(ws[j].Running.StartedAt) {
+				return ws[i].Running.StartedAt.Before(ws[j].Running.StartedAt)
+			}
+			return ws[i].Name < ws[j].Name
+		})
+		g := in.Tenants.Tenants[k[0]].Quotas[k[1]].Guaranteed
+		var cum resource.MilliGPU
+		for _, w := range ws {
+			cum += w.TotalGPUs()
+			out[w.Name] = cum <= g
+		}
+	}
+	return out
+}
+
+func propGuaranteeProtected(in Input, p Plan) error {
+	within := withinGuarantee(in)
+	byName := map[workload.ID]*workload.Workload{}
+	for _, w := range in.Workloads {
+		byName[w.Name] = w
+	}
+	for _, x := range p.Preemptions {
+		w := byName[x.Workload]
+		if x.By != "" && within[w.Name] && !w.Preemptible {
+			return fmt.Errorf("non-preemptible %s within its guarantee preempted by %s", w.Name, x.By)
+		}
+	}
+	return nil
+}
+
+// propReclaim: a single-replica workload whose tenant is within guarantee
+// is not left pending while a node of its pool would fit it once the
+// borrowers of other tenants on that node were gone.
+func propReclaim(in Input, p Plan) error {
+	within := withinGuarantee(in)
+	after := Apply(in.Workloads, p, in.Now)
+	usage := usageAfter(in, p)
+	down := map[fleet.NodeID]bool{}
+	for _, d := range in.Down {
+		down[d] = true
+	}
+	reserved := map[fleet.NodeID]bool{}
+	for _, r := range in.Reservations {
+		for _, id := range r.Nodes {
+			reserved[id] = true
+		}
+	}
+	pending := map[workload.ID]bool{}
+	for _, x := range p.Pending {
+		pending[x.Workload] = true
+	}
+	for _, w := range in.Workloads {
+		if !pending[w.Name] || w.Replicas != 1 || w.Reservation != "" || w.GPUs < resource.PerGPU {
+			continue
+		}
+		t, _ := in.Tenants.Lookup(w.Tenant)
+		m, r := w.Flavors[0], w.Regions[0]
+		q, idx, ok := in.Tenants.Entry(t, m, r)
+		if !ok || usage[[2]int{t, idx}]+w.TotalGPUs() > q.Guaranteed {
+			continue
+		}
+		limited := false
+		for _, a := range in.Tenants.Path(t) {
+			for j, qq := range in.Tenants.Tenants[a].Quotas {
+				if qq.Key.Model == m && (qq.Key.Region == "" || qq.Key.Region == r) && usage[[2]int{a, j}]+w.TotalGPUs() > qq.Limit {
+					limited = true
+				}
+			}
+		}
+		if limited {
+			continue
+		}
+		// Per node: free GPUs plus GPUs of other tenants' borrowers.
+		freeable := map[fleet.NodeID]int{}
+		for _, n := range in.Fleet.Nodes {
+			if n.Model == m && n.Region == r && !down[n.ID] && !reserved[n.ID] {
+				freeable[n.ID] = n.GPUs
+			}
+		}
+		for _, x := range after {
+			if x.Running == nil {
+				continue
+			}
+			borrower := !within[x.Name] && x.Tenant != w.Tenant && !x.Running.OnReservation && x.Running.StartedAt.Before(in.Now)
+			for _, rep := range x.Running.Replicas {
+				if _, ok := freeable[rep.Node]; !ok {
+					continue
+				}
+				if !borrower {
+					// A share of a GPU blocks that GPU.
+					freeable[rep.Node] -= len(rep.GPUs)
+				}
+			}
+		}
+		for id, n := range freeable {
+			if n >= w.GPUs.WholeGPUs() {
+				return fmt.Errorf("%s (tenant %s within guarantee) pending: %s; node %s would fit it after reclaiming borrowers",
+					w.Name, w.Tenant, reasonOf(p, w.Name), id)
+			}
+		}
+	}
+	return nil
+}
+
+func reasonOf(p Plan, id workload.ID) string {
+	for _, x := range p.Pending {
+		if x.Workload == id {
+			return x.Reason
+		}
+	}
+	return ""
+}
+
+// propReservation: an owner workload that fits in what is left of its
+// reservation is never left pending.
+func propReservation(in Input, p Plan) error {
+	if len(in.Reservations) == 0 {
+		return nil
+	}
+	r := in.Reservations[0]
+	up := 0
+	for _, id := range r.Nodes {
+		if len(in.Down) == 0 || in.Down[0] != id {
+			up++
+		}
+	}
+	capacity := resource.GPUs(8 * up)
+	var used resource.MilliGPU
+	for _, w := range Apply(in.Workloads, p, in.Now) {
+		if w.Running != nil && w.Running.OnReservation {
+			used += w.TotalGPUs()
+		}
+	}
+	for _, x := range p.Pending {
+		for _, w := range in.Workloads {
+			if w.Name == x.Workload && w.Reservation == r.Name && used+w.TotalGPUs() <= capacity {
+				return fmt.Errorf("%s pending (%s) with %v of reservation %s free", w.Name, x.Reason, capacity-used, r.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func propDeterministic(in Input, p Plan) error {
+	a, _ := json.Marshal(p)
+	b, _ := json.Marshal(Schedule(in))
+	if !bytes.Equal(a, b) {
+		return fmt.Errorf("two runs differ:\n%s\n%s", a, b)
+	}
+	return nil
+}
