@@ -148,12 +148,16 @@ type claim struct {
 	// the GPUs per replica.
 	perGPU int32
 	count  int
-	// within is true when the claim fits in the tenant's guarantee.
+	// within is true when the claim fits in the tenant's guarantee;
+	// borrow is how much of it lies beyond the guarantee.
 	within bool
+	borrow resource.MilliGPU
 	// onRes is the reservation index when the claim uses its own
 	// reservation, else -1.
 	onRes int
 	pools []int
+	// lastReason is set when placement failed for a reason other than room.
+	lastReason *reason
 }
 
 // maxPasses bounds the passes over pending work in one cycle.
@@ -234,6 +238,9 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 		return reason{}, true
 	}
 	r := s.noFit(cl, preempt)
+	if cl.lastReason != nil {
+		r = *cl.lastReason
+	}
 	if resReason != nil {
 		r.msg = resReason.msg + "; " + r.msg
 	}
@@ -345,24 +352,34 @@ func (s *snapshot) admit(cl *claim) (reason, bool) {
 		}
 	}
 	q, idx, ok := s.tree.Entry(cl.tenant, cl.cand.model, cl.cand.region)
-	var borrow resource.MilliGPU
 	if ok {
 		used := s.usage[cl.tenant][idx]
 		cl.within = used.Add(cl.total) <= q.Guaranteed
-		borrow = min(cl.total, used.Add(cl.total).Sub(q.Guaranteed))
+		cl.borrow = min(cl.total, used.Add(cl.total).Sub(q.Guaranteed))
 	} else {
-		borrow = cl.total
-	}
-	if borrow == 0 {
-		return reason{}, true
-	}
-	free := s.free[cl.key]
-	protected := s.protected(cl.key, cl.tenant)
-	if lendable := free.Sub(protected); borrow > lendable {
-		return reason{ReasonLendingLimit, fmt.Sprintf("tenant %s would borrow %v %s in %s but only %v is lendable (%v free, %v guaranteed to others)",
-			s.tree.Tenants[cl.tenant].Name, borrow, cl.cand.model, cl.cand.region, lendable, free, protected)}, false
+		cl.borrow = cl.total
 	}
 	return reason{}, true
+}
+
+// lendingOK checks a borrowing claim after it was placed: the shared
+// capacity left free must still cover the idle guarantee that other tenants
+// do not lend. A claim that took nothing from the shared pool, or did not
+// make a shortfall worse, passes.
+func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.MilliGPU) (reason, bool) {
+	if cl.borrow == 0 {
+		return reason{}, true
+	}
+	free, protected := s.free[cl.key], s.protected(cl.key, cl.tenant)
+	if free >= protected || free >= freeBefore {
+		return reason{}, true
+	}
+	if short := protected - free; short <= protectedBefore-min(freeBefore, protectedBefore) {
+		return reason{}, true
+	}
+	lendable := freeBefore.Sub(protectedBefore)
+	return reason{ReasonLendingLimit, fmt.Sprintf("tenant %s would borrow %v %s in %s but only %v is lendable (%v free, %v guaranteed to others)",
+		s.tree.Tenants[cl.tenant].Name, cl.borrow, cl.cand.model, cl.cand.region, lendable, freeBefore, protectedBefore)}, false
 }
 
 func regionOf(k tenancy.Key, r string) string {
@@ -421,6 +438,10 @@ func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
 // it commits and emits, otherwise it rolls everything back.
 func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	mark := s.mark()
+	freeBefore, protectedBefore := s.free[cl.key], resource.MilliGPU(0)
+	if cl.borrow > 0 {
+		protectedBefore = s.protected(cl.key, cl.tenant)
+	}
 	var placed []Placement
 	var victims []Preemption
 	if cl.w.Gang() && cl.w.Replicas > 1 {
@@ -457,6 +478,11 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	}
 	if cl.onRes < 0 {
 		s.chargeJ(cl.entries, cl.total)
+	}
+	if r, ok := s.lendingOK(cl, freeBefore, protectedBefore); !ok {
+		s.rollback(mark)
+		cl.lastReason = &r
+		return false
 	}
 	s.commit()
 	if cl.onRes >= 0 {
