@@ -167,10 +167,8 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			s.charge(rs.entries, w.TotalGPUs())
 		}
 		idx := len(s.run)
-		seen := map[int]bool{}
 		for _, r := range reps {
-			if !seen[r.node] {
-				seen[r.node] = true
+			if !containsInt(rs.nodes, r.node) {
 				rs.nodes = append(rs.nodes, r.node)
 				s.nodes[r.node].running = append(s.nodes[r.node].running, idx)
 			}
@@ -192,6 +190,15 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	}
 	s.classifyBorrowers()
 	return s, conflicts
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }
 
 // classifyBorrowers marks the running workloads that sit beyond their

@@ -111,7 +111,7 @@ func (s *snapshot) costOf(vs []victim) cost {
 type area struct {
 	s     *snapshot
 	cl    *claim
-	local map[int]int // node index → position
+	local []int32 // node index → position+1 in this area (0: not in it)
 	nodes []int
 	free  [][]int32
 	cpu   []int64
@@ -121,10 +121,17 @@ type area struct {
 }
 
 func (s *snapshot) newArea(cl *claim, nodes []int) *area {
-	a := &area{s: s, cl: cl, local: make(map[int]int, len(nodes))}
+	if s.areaLocal == nil {
+		s.areaLocal = make([]int32, len(s.nodes))
+	}
+	for _, i := range s.areaLast {
+		s.areaLocal[i] = 0
+	}
+	s.areaLast = append(s.areaLast[:0], nodes...)
+	a := &area{s: s, cl: cl, local: s.areaLocal}
 	for _, i := range nodes {
 		ns := &s.nodes[i]
-		a.local[i] = len(a.nodes)
+		a.local[i] = int32(len(a.nodes) + 1)
 		a.nodes = append(a.nodes, i)
 		a.free = append(a.free, append([]int32(nil), ns.free...))
 		a.cpu = append(a.cpu, int64(ns.cpu))
@@ -141,8 +148,8 @@ func (s *snapshot) newArea(cl *claim, nodes []int) *area {
 func (a *area) apply(ri int, sign int32) {
 	w := a.s.run[ri].w
 	for _, rep := range a.s.replicas[ri] {
-		p, ok := a.local[rep.node]
-		if !ok {
+		p := int(a.local[rep.node]) - 1
+		if p < 0 {
 			continue
 		}
 		for _, g := range rep.gpus {
@@ -235,24 +242,29 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 	var bestCost cost
 	var bestSet []victim
 	found := false
+	if len(s.runStamp) < len(s.run) {
+		s.runStamp = make([]uint32, len(s.run))
+	}
+	var nodes []int
+	var vs []victim
 	for _, b := range s.blockOrder {
 		all := s.blocks[b]
 		if len(all) == 0 || s.nodes[all[0]].node.Region != cl.cand.region {
 			continue
 		}
-		var nodes []int
-		seen := map[int]bool{}
-		var vs []victim
+		nodes = nodes[:0]
+		vs = vs[:0]
+		s.stamp++
 		for _, i := range all {
 			if !s.inPools(cl, i) {
 				continue
 			}
 			nodes = append(nodes, i)
 			for _, ri := range s.nodes[i].running {
-				if seen[ri] {
+				if s.runStamp[ri] == s.stamp {
 					continue
 				}
-				seen[ri] = true
+				s.runStamp[ri] = s.stamp
 				if v, ok := s.allowed(cl, ri); ok {
 					vs = append(vs, v)
 				}
@@ -262,23 +274,13 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 			continue
 		}
 		a := s.newArea(cl, nodes)
-		// Quick bound: even all victims gone, does the gang fit?
-		for _, v := range vs {
-			a.apply(v.run, +1)
-		}
-		if a.total < cl.w.Replicas {
-			continue
-		}
-		for _, v := range vs {
-			a.apply(v.run, -1)
-		}
 		s.sortVictims(vs)
 		chosen := a.choose(vs, cl.w.Replicas)
 		if chosen == nil {
 			continue
 		}
 		if c := s.costOf(chosen); !found || c.less(bestCost) {
-			best, bestCost, bestSet, found = b, c, chosen, true
+			best, bestCost, bestSet, found = b, c, append([]victim(nil), chosen...), true
 		}
 	}
 	if !found {

@@ -110,6 +110,12 @@ type snapshot struct {
 	refs map[refKey][]usageRef
 
 	journal []change // undo log for what-if changes
+
+	// Scratch space for victim searches.
+	stamp     uint32
+	runStamp  []uint32
+	areaLocal []int32
+	areaLast  []int
 }
 
 type refKey struct {

@@ -14,6 +14,10 @@ type ArbiterConfig struct {
 	// TieBestFit breaks ties of the node score by the least free GPU milli
 	// left.
 	TieBestFit bool
+	// TieCPUOnly breaks ties of the node score for CPU-only pods by the
+	// least free GPU milli on the node, so that CPU-only pods go where they
+	// strand the fewest GPUs.
+	TieCPUOnly bool
 	// RawGPU picks a sharing pod's GPU by the best raw fragmentation change
 	// (ties: lowest index) instead of the lowest index reaching the best
 	// truncated score.
@@ -99,8 +103,11 @@ func (s *Arbiter) Score(n *Node, r *Request, gpus []int) (int64, []int) {
 		}
 		sc = s.merit(before-s.fm.frag(c, tmp, model), left)
 	}
-	if s.cfg.TieBestFit {
+	switch {
+	case s.cfg.TieBestFit, s.cfg.TieCPUOnly && !r.UsesGPU():
 		sc = sc*tieRoom - left
+	case s.cfg.TieCPUOnly:
+		sc = sc * tieRoom
 	}
 	return sc, gpus
 }
