@@ -130,6 +130,9 @@ func Load(file string, data []byte) (*Policy, error) {
 			l.errs.Add(Pos{File: file, Line: 1, Col: 1}, "", "no rules: write a scheduling_policies: list (operators' format) or a policies: list (native format)")
 		}
 	}
+	if p.Format != 0 && len(p.Rules) == 0 {
+		l.errs.Add(Pos{File: file, Line: 1, Col: 1}, "", "the %s list is empty: add at least one rule", map[Format]string{FormatOperators: "scheduling_policies", FormatNative: "policies"}[p.Format])
+	}
 	l.checkNames(p)
 	for i := range p.Rules {
 		l.compileExprs(&p.Rules[i].When)

@@ -210,6 +210,7 @@ policies:
     then: [{type: notify, message: hi}]
 `, []string{`f.yaml:4:11: policies[0].when: write exactly one of`, `f.yaml:6:5: policies[1].name: rule "r" is already defined at f.yaml:3:5`}},
 		{"both formats", "scheduling_policies: []\npolicies: []\n", []string{"a file holds one format"}},
+		{"no rules", "policies: []\n", []string{"f.yaml:1:1: the policies list is empty"}},
 		{"empty", "# nothing\n", []string{"no rules: write a scheduling_policies: list"}},
 		{"hysteresis of wrong unit", `
 policies:

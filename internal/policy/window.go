@@ -10,10 +10,12 @@ import (
 // of the last Width and answers mean, quantiles, min, max and last.
 //
 // Samples live in a ring buffer (adding is O(1) amortised, and never
-// allocates once the ring has grown to the window's size). A quantile query
-// sorts a copy of the live samples once and answers every further quantile
-// from it until the window changes, so p50, p95 and p99 of one tick cost one
-// sort. A Window is not safe for concurrent use.
+// allocates once the buffers have grown to the window's size). Quantiles
+// read a sorted copy of the live samples that is kept up to date lazily: a
+// query after k samples came and went sorts just those k and merges them in,
+// O(n + k log k), and every further quantile until the next change is O(1).
+// So a policy tick that reads p50, p95 and p99 of a window costs about one
+// linear pass. A Window is not safe for concurrent use.
 type Window struct {
 	width int64 // ns
 	ts    []int64
@@ -22,10 +24,16 @@ type Window struct {
 	n     int
 	last  int64 // time of the newest sample
 
-	sorted   []float64
-	sortedOK bool
-	sum      float64
-	sumOK    bool
+	// sorted holds the live values as of the last sort; when synced,
+	// sorted + added − gone is the live multiset.
+	sorted []float64
+	synced bool
+	added  []float64
+	gone   []float64
+	tmp    []float64
+
+	sum   float64
+	sumOK bool
 }
 
 // NewWindow returns an empty window keeping samples for width.
@@ -61,7 +69,20 @@ func (w *Window) Add(t time.Time, v float64) {
 	i := (w.head + w.n) & (len(w.ts) - 1)
 	w.ts[i], w.vs[i] = ns, v
 	w.n++
-	w.sortedOK, w.sumOK = false, false
+	w.sumOK = false
+	if w.synced {
+		w.added = append(w.added, v)
+		w.checkPending()
+	}
+}
+
+// checkPending gives up incremental upkeep when more changed than a full
+// sort would cost, which also bounds the pending buffers.
+func (w *Window) checkPending() {
+	if len(w.added)+len(w.gone) > max(64, w.n) {
+		w.synced = false
+		w.added, w.gone = w.added[:0], w.gone[:0]
+	}
 }
 
 func (w *Window) grow() {
@@ -80,14 +101,16 @@ func (w *Window) Advance(now time.Time) { w.evict(now.UnixNano()) }
 
 func (w *Window) evict(now int64) {
 	cut := now - w.width
-	dropped := false
 	for w.n > 0 && w.ts[w.head] <= cut {
+		if w.synced {
+			w.gone = append(w.gone, w.vs[w.head])
+		}
 		w.head = (w.head + 1) & (len(w.ts) - 1)
 		w.n--
-		dropped = true
+		w.sumOK = false
 	}
-	if dropped {
-		w.sortedOK, w.sumOK = false, false
+	if w.synced {
+		w.checkPending()
 	}
 }
 
@@ -134,15 +157,41 @@ func (w *Window) Min() (float64, bool) { return w.Quantile(0) }
 func (w *Window) Max() (float64, bool) { return w.Quantile(1) }
 
 func (w *Window) sort() {
-	if w.sortedOK {
+	if !w.synced {
+		w.sorted = w.sorted[:0]
+		for k := 0; k < w.n; k++ {
+			w.sorted = append(w.sorted, w.vs[(w.head+k)&(len(w.ts)-1)])
+		}
+		slices.Sort(w.sorted)
+		w.synced = true
+		w.added, w.gone = w.added[:0], w.gone[:0]
 		return
 	}
-	w.sorted = w.sorted[:0]
-	for k := 0; k < w.n; k++ {
-		w.sorted = append(w.sorted, w.vs[(w.head+k)&(len(w.ts)-1)])
+	if len(w.added) == 0 && len(w.gone) == 0 {
+		return
 	}
-	slices.Sort(w.sorted)
-	w.sortedOK = true
+	slices.Sort(w.added)
+	slices.Sort(w.gone)
+	// Merge sorted and added, dropping gone (a sub-multiset of the two).
+	out := w.tmp[:0]
+	i, j, g := 0, 0, 0
+	for i < len(w.sorted) || j < len(w.added) {
+		var x float64
+		if j >= len(w.added) || (i < len(w.sorted) && w.sorted[i] <= w.added[j]) {
+			x = w.sorted[i]
+			i++
+		} else {
+			x = w.added[j]
+			j++
+		}
+		if g < len(w.gone) && w.gone[g] == x {
+			g++
+			continue
+		}
+		out = append(out, x)
+	}
+	w.tmp, w.sorted = w.sorted, out
+	w.added, w.gone = w.added[:0], w.gone[:0]
 }
 
 // Windows is a set of sliding windows, one per (series, target), that
