@@ -411,9 +411,9 @@ func TestDeterministic(t *testing.T) {
 				clusterUtil: next(),
 				{Metric: MetricP95Latency, Target: Target{Kind: TargetService, Name: "coding-assistant"}}: next() * 0.3,
 				{Metric: MetricP99Latency, Target: Target{Kind: TargetService, Name: "coding-assistant"}}: next() * 0.5,
-				{Metric: MetricCapacityFailureRate, Target: Target{Kind: TargetRegion, Name: "eastus"}}:  next() * 0.05,
-				{Metric: MetricPendingGPUs, Target: Target{Kind: TargetRegion, Name: "eastus"}}:          math.Floor(next() * 512),
-				{Metric: MetricQueueWait, Target: Target{Kind: TargetTenant, Name: "research"}}:          next() * 3600,
+				{Metric: MetricCapacityFailureRate, Target: Target{Kind: TargetRegion, Name: "eastus"}}:   next() * 0.05,
+				{Metric: MetricPendingGPUs, Target: Target{Kind: TargetRegion, Name: "eastus"}}:           math.Floor(next() * 512),
+				{Metric: MetricQueueWait, Target: Target{Kind: TargetTenant, Name: "research"}}:           next() * 3600,
 			}
 		}
 	}
