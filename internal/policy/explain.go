@@ -61,9 +61,13 @@ func plainDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"
 	}
-	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	s = strings.TrimSuffix(s, "0m")
+	s := d.String() // "1h30m0s"
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
 	return s
 }
 
@@ -168,7 +172,7 @@ func (a *Action) Describe() string {
 	case ActionSetLimit:
 		return fmt.Sprintf("set the limit of %s to %s GPUs", targetWords(a.Target), a.Limit)
 	case ActionSetSpotPrice:
-		return fmt.Sprintf("set the spot price of %s to %s per GPU-hour", targetWords(a.Target), a.Price)
+		return fmt.Sprintf("set the spot price of %s to %s per GPU-hour", targetWords(a.Target), formatValue(a.Price.Value, DimPrice))
 	case ActionDrain:
 		return fmt.Sprintf("stop admitting new work to %s (running work stays)", targetWords(a.Target))
 	case ActionNotify:
