@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -92,7 +93,11 @@ func loadPolicyFlag(file string) (*policy.Policy, error) {
 	if strings.TrimSpace(file) == "" {
 		return nil, errors.New("policy: -f FILE is required (try examples/policies/operators.yaml)")
 	}
-	return policy.LoadFile(file)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	return policy.Load(file, data)
 }
 
 func pluralWord(n int, word string) string {

@@ -10,7 +10,7 @@
 //
 // # Usage
 //
-//	p, err := policy.LoadFile("policies.yaml")     // both formats; all problems at once
+//	p, err := policy.Load("policies.yaml", data)   // both formats; all problems at once
 //	if err != nil { ... }                           // errors.Is(err, policy.ErrInvalid)
 //	if err := p.Resolve(known); err != nil { ... }  // targets exist; bare names get their kind
 //	eng, err := policy.NewEngine(p)
@@ -23,6 +23,9 @@
 //		apply(step.Active)      // the full set of actions in force, with since-when
 //		log(step.Firings)       // state changes: time, rule, values, actions
 //	}
+//
+// The package is pure: it reads no files and no clock, starts no
+// goroutines and uses no global random source (purity_test.go checks).
 //
 // # Callers must
 //

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -86,15 +85,6 @@ type rawAction struct {
 
 // maxDepth bounds all/any nesting.
 const maxDepth = 8
-
-// LoadFile reads and loads a policy file.
-func LoadFile(path string) (*Policy, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
-	}
-	return Load(path, data)
-}
 
 // Load parses a policy file in either format (told apart by its top-level
 // key) and checks everything that needs no outside knowledge: units, names,
