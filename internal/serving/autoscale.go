@@ -11,6 +11,11 @@ type AutoscalerConfig struct {
 	SLO      time.Duration // target for the Quantile of the response time
 	Quantile float64       // 0.99 when 0
 	Headroom float64       // plan for Rate·(1+Headroom), ≥ 0
+	// TargetUtilization, when > 0, also keeps replicas at most this busy
+	// (like an HPA utilisation target): with many replicas the SLO alone
+	// allows running within a percent of saturation, where one burst
+	// builds a backlog.
+	TargetUtilization float64
 	// DrainTime, when > 0, adds the capacity to clear a backlog within it.
 	DrainTime   time.Duration
 	MinReplicas int
@@ -63,6 +68,8 @@ func NewAutoscaler(d *ServiceDist, cfg AutoscalerConfig) (*Autoscaler, error) {
 		return nil, fmt.Errorf("serving: autoscaler: headroom %v must be ≥ 0", cfg.Headroom)
 	case cfg.MinReplicas < 0 || cfg.MaxReplicas < 0 || (cfg.MaxReplicas > 0 && cfg.MaxReplicas < cfg.MinReplicas):
 		return nil, fmt.Errorf("serving: autoscaler: bad replica range [%d, %d]", cfg.MinReplicas, cfg.MaxReplicas)
+	case !(cfg.TargetUtilization >= 0 && cfg.TargetUtilization <= 1):
+		return nil, fmt.Errorf("serving: autoscaler: target utilisation %v not in [0, 1]", cfg.TargetUtilization)
 	case cfg.MaxScaleUp < 0 || cfg.MaxScaleDown < 0 || cfg.DownStabilization < 0 || cfg.DrainTime < 0:
 		return nil, fmt.Errorf("serving: autoscaler: negative rate limit, window or drain time")
 	}
@@ -77,6 +84,7 @@ const maxSearch = 1 << 20
 // cannot meet it (the in-service latency alone exceeds the SLO too often),
 // feasible is false and Needed aims instead at queueing adding at most a
 // tenth of the allowed tail (P(R > SLO) ≤ P(L > SLO) + 0.1·(1−quantile)).
+// With a TargetUtilization u, Needed is at least ⌈rate·E[occupancy]/u⌉.
 // Needed ignores MinReplicas, MaxReplicas and the rate limits.
 func (a *Autoscaler) Needed(rate Rate) (replicas int, feasible bool) {
 	lambda := clampPos(float64(rate))
@@ -93,6 +101,9 @@ func (a *Autoscaler) Needed(rate Rate) (replicas int, feasible bool) {
 	mu := 1 / a.d.occMean
 	ok := func(c int) bool { return a.exceedAt(c, lambda, mu, slo) <= allowed }
 	lo := int(lambda/mu) + 1 // the smallest stable count
+	if u := a.cfg.TargetUtilization; u > 0 {
+		lo = max(lo, int(math.Ceil(lambda/mu/u-1e-9)))
+	}
 	if lo > maxSearch {
 		return maxSearch, feasible
 	}

@@ -33,7 +33,8 @@
 //	dist, _ := serving.ProfileDist(prof, sizes) // once per (profile, trace)
 //
 //	load, _ := serving.NewLoad(serving.CodingAssistantLoad(15), seed, 30*24*time.Hour, time.Monday)
-//	as, _ := serving.NewAutoscaler(dist, serving.AutoscalerConfig{SLO: 6 * time.Second, MinReplicas: 2, MaxScaleDown: 4, DownStabilization: 5})
+//	as, _ := serving.NewAutoscaler(dist, serving.AutoscalerConfig{SLO: 6 * time.Second, TargetUtilization: 0.8,
+//		MinReplicas: 2, MaxScaleDown: 4, DownStabilization: 5})
 //	replicas, backlog := 2, 0.0
 //	for t := time.Duration(0); t < 30*24*time.Hour; t += time.Minute {
 //		rate := load.Rate(t)
