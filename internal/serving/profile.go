@@ -161,10 +161,12 @@ func Derive(h Hardware, m LLM) (Profile, error) {
 }
 
 // DefaultProfiles returns the built-in profiles: Reference7B derived on each
-// datasheet. Rounded, they are (prefill tok/s, decode tok/s per stream,
-// batch): T4 1,213, 16.5, 8; A10 3,731, 17.5, 8; A100-40G 12,806, 44.1, 16;
-// A100-80G 12,806, 30.5, 32; H100-80G 29,522, 57.1, 32; H200-141G 29,522,
-// 60.2, 48; MI300X-192G 29,261, 39.6, 64.
+// datasheet. Rounded (prefill tok/s, decode tok/s per stream, batch):
+// T4 1,213, 16.9, 7; A10 3,731, 19.1, 5; A100-40G 12,806, 32.2, 21;
+// A100-80G 12,806, 31.7, 32; H100-80G 29,522, 55.6, 32; H200-141G 29,522,
+// 58.5, 48; MI300X-192G 29,261, 38.3, 64. On the code trace (2,048 prompt
+// and 28 generated tokens on average) an H100 replica serves about 11.8
+// requests/s, mean in-service latency 0.59 s, p99 4.6 s.
 func DefaultProfiles() []Profile {
 	out := make([]Profile, 0, len(datasheets))
 	for _, h := range datasheets {
