@@ -2,7 +2,8 @@ package sched
 
 import (
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -78,19 +79,21 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 }
 
 func (s *snapshot) sortVictims(vs []victim) {
-	sort.Slice(vs, func(a, b int) bool {
-		x, y := vs[a], vs[b]
+	slices.SortFunc(vs, func(x, y victim) int {
 		if x.class != y.class {
-			return x.class < y.class
+			return x.class - y.class
 		}
-		wx, wy := s.run[x.run].w, s.run[y.run].w
-		if wx.Priority != wy.Priority {
-			return wx.Priority < wy.Priority
+		rx, ry := &s.run[x.run], &s.run[y.run]
+		if rx.w.Priority != ry.w.Priority {
+			return int(rx.w.Priority - ry.w.Priority)
 		}
-		if s.run[x.run].workLost != s.run[y.run].workLost {
-			return s.run[x.run].workLost < s.run[y.run].workLost
+		if rx.workLost != ry.workLost {
+			if rx.workLost < ry.workLost {
+				return -1
+			}
+			return 1
 		}
-		return wx.Name < wy.Name
+		return strings.Compare(string(rx.w.Name), string(ry.w.Name))
 	})
 }
 
@@ -118,6 +121,7 @@ type area struct {
 	mem   []int64
 	slots []int
 	total int
+	flat  []int32 // backing store of free
 }
 
 func (s *snapshot) newArea(cl *claim, nodes []int) *area {
@@ -128,17 +132,27 @@ func (s *snapshot) newArea(cl *claim, nodes []int) *area {
 		s.areaLocal[i] = 0
 	}
 	s.areaLast = append(s.areaLast[:0], nodes...)
-	a := &area{s: s, cl: cl, local: s.areaLocal}
+	a := &s.areaBuf
+	*a = area{s: s, cl: cl, local: s.areaLocal, nodes: a.nodes[:0], free: a.free[:0], cpu: a.cpu[:0], mem: a.mem[:0], slots: a.slots[:0], flat: a.flat[:0]}
 	for _, i := range nodes {
 		ns := &s.nodes[i]
 		a.local[i] = int32(len(a.nodes) + 1)
 		a.nodes = append(a.nodes, i)
-		a.free = append(a.free, append([]int32(nil), ns.free...))
+		start := len(a.flat)
+		a.flat = append(a.flat, ns.free...)
+		a.free = append(a.free, a.flat[start:len(a.flat):len(a.flat)])
 		a.cpu = append(a.cpu, int64(ns.cpu))
 		a.mem = append(a.mem, int64(ns.mem))
 		n := s.nodeSlots(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
 		a.slots = append(a.slots, n)
 		a.total += n
+	}
+	// a.flat may have moved while growing: re-slice every node's view.
+	off := 0
+	for p, i := range a.nodes {
+		n := len(s.nodes[i].free)
+		a.free[p] = a.flat[off : off+n : off+n]
+		off += n
 	}
 	return a
 }

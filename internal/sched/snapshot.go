@@ -116,6 +116,7 @@ type snapshot struct {
 	runStamp  []uint32
 	areaLocal []int32
 	areaLast  []int
+	areaBuf   area
 }
 
 type refKey struct {

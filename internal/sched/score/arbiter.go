@@ -1,64 +1,35 @@
 package score
 
-import "math"
-
-// ArbiterConfig tunes Arbiter's default scorer.
-type ArbiterConfig struct {
-	// Exact compares fragmentation changes at full precision instead of
-	// FGD's trunc(100·σ(ΔF/1000)), which merges changes closer than ~40
-	// milli into ties.
-	Exact bool
-	// PackWeight (with Exact) adds PackWeight × (free GPU milli left on the
-	// node) as a penalty, in milli of fragmentation.
-	PackWeight float64
-	// TieBestFit breaks ties of the node score by the least free GPU milli
-	// left.
-	TieBestFit bool
-	// TieCPUOnly breaks ties of the node score for CPU-only pods by the
-	// least free GPU milli on the node, so that CPU-only pods go where they
-	// strand the fewest GPUs.
-	TieCPUOnly bool
-	// RawGPU picks a sharing pod's GPU by the best raw fragmentation change
-	// (ties: lowest index) instead of the lowest index reaching the best
-	// truncated score.
-	RawGPU bool
-}
-
-// DefaultArbiterConfig is the configuration of the "arbiter" scorer.
-var DefaultArbiterConfig = ArbiterConfig{RawGPU: true}
-
-// Arbiter is Arbiter's default scorer.
-type Arbiter struct {
-	fm  fragModel
-	cfg ArbiterConfig
-}
+// Arbiter is Arbiter's default scorer. It keeps FGD's node score, the
+// truncated fragmentation gradient trunc(100·σ((F_before − F_after)/1000)),
+// whose coarse ties are what lets the caller's tie-break pack pods onto
+// few nodes, and changes two decisions FGD makes blindly:
+//
+//   - GPU choice: a sharing pod goes to the GPU with the best raw
+//     fragmentation change (lowest index on exact ties), not to the lowest
+//     index that reaches the best truncated score;
+//   - CPU-only pods: among nodes of equal score, those with fewer whole free
+//     GPUs come first (none, then one, then two or more), so that CPU goes
+//     from nodes whose GPUs are already taken rather than from nodes whose
+//     whole GPUs later GPU pods will need CPU to use.
+//
+// The same settings serve every workload; all it knows of the workload is
+// the typical pods, as FGD.
+type Arbiter struct{ fm fragModel }
 
 // NewArbiter returns Arbiter's default scorer for the given typical pods.
-func NewArbiter(typical []TypicalPod) *Arbiter {
-	return NewArbiterWith(typical, DefaultArbiterConfig)
-}
-
-// NewArbiterWith returns Arbiter's scorer with a custom configuration.
-func NewArbiterWith(typical []TypicalPod, cfg ArbiterConfig) *Arbiter {
-	return &Arbiter{fm: newFragModel(typical), cfg: cfg}
-}
+func NewArbiter(typical []TypicalPod) *Arbiter { return &Arbiter{fm: newFragModel(typical)} }
 
 // Name implements Scorer.
 func (*Arbiter) Name() string { return "arbiter" }
 
-// tieRoom is the room left below the node score for the tie-break.
-const tieRoom = 1 << 20
+// arbiterFreeGPUCap is the number of whole free GPUs from which nodes count
+// as equally valuable in the CPU-only tie-break.
+const arbiterFreeGPUCap = 2
 
-// merit returns the node-level merit of a fragmentation change d = F_before
-// − F_after with left free GPU milli left.
-func (s *Arbiter) merit(d float64, left int64) int64 {
-	if !s.cfg.Exact {
-		return int64(sigmoid(d/1000) * 100)
-	}
-	return int64(math.Round((d - s.cfg.PackWeight*float64(left)) * 1000))
-}
-
-// Score implements Scorer.
+// Score implements Scorer. The score is FGD's node score times 4 minus the
+// tie-break (0..2, CPU-only pods only), so it orders nodes by FGD's score
+// first.
 func (s *Arbiter) Score(n *Node, r *Request, gpus []int) (int64, []int) {
 	model := s.fm.modelBit(n.Model)
 	before := s.fm.frag(n.CPUFree, n.GPUFree, model)
@@ -69,31 +40,25 @@ func (s *Arbiter) Score(n *Node, r *Request, gpus []int) (int64, []int) {
 	}
 	tmp = append(tmp, n.GPUFree...)
 	c := n.CPUFree - r.CPU
-	left := n.FreeGPUMilli() - r.GPUDemand()
-	var sc int64
-	if r.Sharing() {
+	var d float64 // F_before − F_after of the chosen placement
+	switch {
+	case r.Sharing():
 		pick := -1
-		var bestRaw float64
 		for j, f := range n.GPUFree {
 			if f < r.Milli || seenBefore(n.GPUFree, j) {
 				continue
 			}
 			tmp[j] -= r.Milli
-			d := before - s.fm.frag(c, tmp, model)
+			dj := before - s.fm.frag(c, tmp, model)
 			tmp[j] = f
-			m := s.merit(d, left)
-			switch {
-			case pick < 0:
-				pick, bestRaw, sc = j, d, m
-			case s.cfg.RawGPU && d > bestRaw, !s.cfg.RawGPU && m > sc:
-				pick, bestRaw = j, d
+			if pick < 0 || dj > d {
+				pick, d = j, dj
 			}
-			sc = max(sc, m)
 		}
 		if pick >= 0 {
 			gpus = append(gpus, pick)
 		}
-	} else {
+	default:
 		start := len(gpus)
 		if r.UsesGPU() {
 			gpus = PickLowest(n.GPUFree, r.Milli, r.GPUs, gpus)
@@ -101,13 +66,11 @@ func (s *Arbiter) Score(n *Node, r *Request, gpus []int) (int64, []int) {
 				tmp[j] -= r.Milli
 			}
 		}
-		sc = s.merit(before-s.fm.frag(c, tmp, model), left)
+		d = before - s.fm.frag(c, tmp, model)
 	}
-	switch {
-	case s.cfg.TieBestFit, s.cfg.TieCPUOnly && !r.UsesGPU():
-		sc = sc*tieRoom - left
-	case s.cfg.TieCPUOnly:
-		sc = sc * tieRoom
+	sc := int64(sigmoid(d/1000)*float64(100)) * (arbiterFreeGPUCap + 2)
+	if !r.UsesGPU() {
+		sc -= int64(min(n.FullyFreeGPUs(), arbiterFreeGPUCap))
 	}
 	return sc, gpus
 }
