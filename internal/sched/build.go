@@ -105,6 +105,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	}
 	for _, p := range s.pools {
 		p.buckets = make([][]uint64, p.maxGPUs+1)
+		p.low = make([]int, p.maxGPUs+1)
 		for k := range p.buckets {
 			p.buckets[k] = newBitset(len(p.nodes))
 		}

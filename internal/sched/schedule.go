@@ -576,7 +576,7 @@ func (s *snapshot) bestNode(cl *claim) int {
 			}
 		}
 		for k := cl.count; k < len(p.buckets); k++ {
-			for pos := nextBit(p.buckets[k], 0); pos >= 0; pos = nextBit(p.buckets[k], pos+1) {
+			for pos := p.first(k); pos >= 0; pos = nextBit(p.buckets[k], pos+1) {
 				i := p.nodes[pos]
 				if s.nodes[i].cpu >= cl.w.CPU && s.nodes[i].mem >= cl.w.Memory {
 					return i

@@ -32,6 +32,9 @@ type pool struct {
 	key     poolKey
 	nodes   []int      // node indices, fleet order
 	buckets [][]uint64 // buckets[k]: bitset of pool positions with k fully free GPUs
+	// low[k] is a word index at or below the first set word of buckets[k],
+	// so that scans skip the filled front of the pool.
+	low     []int
 	partial []uint64   // pool positions with a GPU that is partly used
 	maxGPUs int
 }
@@ -58,6 +61,21 @@ func nextBit(b []uint64, from int) int { // first set bit ≥ from, or -1
 		}
 		x = b[w]
 	}
+}
+
+// first returns the first set position in bucket k, or -1, and moves the
+// bucket's low-word hint forward past empty words.
+func (p *pool) first(k int) int {
+	b := p.buckets[k]
+	w := p.low[k]
+	for w < len(b) && b[w] == 0 {
+		w++
+	}
+	p.low[k] = w
+	if w == len(b) {
+		return -1
+	}
+	return w<<6 + bits.TrailingZeros64(b[w])
 }
 
 // nodeState is the free capacity of one node during a cycle.
@@ -165,6 +183,7 @@ func (s *snapshot) reindex(i int, oldWhole, oldPartial int) {
 	if oldWhole != ns.whole {
 		clearBit(p.buckets[oldWhole], ns.pos)
 		setBit(p.buckets[ns.whole], ns.pos)
+		p.low[ns.whole] = min(p.low[ns.whole], ns.pos>>6)
 	}
 	if (oldPartial > 0) != (ns.partial > 0) {
 		if ns.partial > 0 {
