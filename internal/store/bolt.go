@@ -1,0 +1,171 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// BoltStore is a Store in one bbolt file: one bucket per kind plus a meta
+// bucket with the revision counters. Commits are fsynced.
+type BoltStore struct {
+	db *bolt.DB
+}
+
+var metaBucket = []byte("meta")
+
+const revKey = "revision"
+
+// BoltOptions tune OpenBolt.
+type BoltOptions struct {
+	// MaxBatchDelay bounds how long Batch waits to group writers (default
+	// bbolt's 10ms).
+	MaxBatchDelay time.Duration
+	// MaxBatchSize bounds a group (default bbolt's 1000).
+	MaxBatchSize int
+	// Timeout is how long to wait for another process's file lock.
+	Timeout time.Duration
+}
+
+// OpenBolt opens or creates the store file at path.
+func OpenBolt(path string, o *BoltOptions) (*BoltStore, error) {
+	if o == nil {
+		o = &BoltOptions{}
+	}
+	to := o.Timeout
+	if to == 0 {
+		to = 5 * time.Second
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: to})
+	if err != nil {
+		return nil, fmt.Errorf("store: opening %s: %w", path, err)
+	}
+	if o.MaxBatchDelay > 0 {
+		db.MaxBatchDelay = o.MaxBatchDelay
+	}
+	if o.MaxBatchSize > 0 {
+		db.MaxBatchSize = o.MaxBatchSize
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(metaBucket); err != nil {
+			return err
+		}
+		for _, k := range Kinds {
+			if _, err := tx.CreateBucketIfNotExists([]byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: initialising %s: %w", path, err)
+	}
+	return &BoltStore{db: db}, nil
+}
+
+// View implements Store.
+func (s *BoltStore) View(ctx context.Context, fn func(ReadTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.View(func(tx *bolt.Tx) error { return fn(&boltTx{tx: tx}) })
+}
+
+// Update implements Store.
+func (s *BoltStore) Update(ctx context.Context, fn func(WriteTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return fn(&boltTx{tx: tx}) })
+}
+
+// Batch implements Store with bbolt's group commit.
+func (s *BoltStore) Batch(ctx context.Context, fn func(WriteTx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Batch(func(tx *bolt.Tx) error { return fn(&boltTx{tx: tx}) })
+}
+
+// Close implements Store.
+func (s *BoltStore) Close() error { return s.db.Close() }
+
+// Path returns the file's path.
+func (s *BoltStore) Path() string { return s.db.Path() }
+
+type boltTx struct {
+	tx *bolt.Tx
+}
+
+func (t *boltTx) counter(name string) int64 {
+	v := t.tx.Bucket(metaBucket).Get([]byte(name))
+	if len(v) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
+
+func (t *boltTx) setCounter(name string, v int64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(v))
+	// Put on a writable transaction's existing bucket only fails for
+	// programming errors (empty or huge key).
+	if err := t.tx.Bucket(metaBucket).Put([]byte(name), b[:]); err != nil {
+		panic(err)
+	}
+}
+
+func (t *boltTx) Revision() int64           { return t.counter(revKey) }
+func (t *boltTx) KindRevision(k Kind) int64 { return t.counter(revKey + "/" + string(k)) }
+
+func (t *boltTx) NextRevision(k Kind) int64 {
+	r := t.counter(revKey) + 1
+	t.setCounter(revKey, r)
+	t.setCounter(revKey+"/"+string(k), r)
+	return r
+}
+
+func (t *boltTx) bucket(k Kind) *bolt.Bucket {
+	b := t.tx.Bucket([]byte(k))
+	if b == nil {
+		panic(fmt.Sprintf("store: unknown kind %q", k))
+	}
+	return b
+}
+
+func (t *boltTx) GetRaw(k Kind, key string) ([]byte, bool) {
+	v := t.bucket(k).Get([]byte(key))
+	return v, v != nil
+}
+
+func (t *boltTx) ScanRaw(k Kind, prefix, after string, fn func(string, []byte) bool) {
+	c := t.bucket(k).Cursor()
+	p := []byte(prefix)
+	var key, val []byte
+	if after != "" && after >= prefix {
+		key, val = c.Seek([]byte(after))
+		if key != nil && string(key) == after {
+			key, val = c.Next()
+		}
+	} else {
+		key, val = c.Seek(p)
+	}
+	for ; key != nil && bytes.HasPrefix(key, p); key, val = c.Next() {
+		if !fn(string(key), val) {
+			return
+		}
+	}
+}
+
+func (t *boltTx) PutRaw(k Kind, key string, data []byte) error {
+	return t.bucket(k).Put([]byte(key), data)
+}
+
+func (t *boltTx) DeleteRaw(k Kind, key string) error {
+	return t.bucket(k).Delete([]byte(key))
+}

@@ -1,0 +1,189 @@
+package store
+
+import (
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// Tenant is a node of the tenant tree with its quota entries.
+type Tenant struct {
+	Meta   Meta    `json:"meta"`
+	Name   string  `json:"name"`
+	Parent string  `json:"parent,omitempty"`
+	Quotas []Quota `json:"quotas,omitempty"`
+}
+
+// Quota is one flavor entry of a tenant (see tenancy.QuotaSpec).
+type Quota struct {
+	Flavor     fleet.ModelID      `json:"flavor"`
+	Region     string             `json:"region,omitempty"`
+	Guaranteed resource.MilliGPU  `json:"guaranteed"`
+	Limit      *resource.MilliGPU `json:"limit,omitempty"`
+	Lendable   *resource.MilliGPU `json:"lendable,omitempty"`
+	Weight     float64            `json:"weight,omitempty"`
+	Priority   int                `json:"priority,omitempty"`
+}
+
+func (o *Tenant) Kind() Kind  { return KindTenant }
+func (o *Tenant) Key() string { return o.Name }
+func (o *Tenant) meta() *Meta { return &o.Meta }
+
+// Node is one registered machine.
+type Node struct {
+	Meta   Meta              `json:"meta"`
+	ID     fleet.NodeID      `json:"id"`
+	Seq    int64             `json:"seq"` // registration order; the fleet follows it
+	Region string            `json:"region"`
+	Zone   string            `json:"zone,omitempty"`
+	Block  fleet.BlockID     `json:"block"`
+	SKU    fleet.SKUName     `json:"sku"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Down nodes are unavailable; the scheduler evicts their work.
+	Down bool `json:"down,omitempty"`
+}
+
+func (o *Node) Kind() Kind  { return KindNode }
+func (o *Node) Key() string { return string(o.ID) }
+func (o *Node) meta() *Meta { return &o.Meta }
+
+// Reservation is a capacity reservation owned by a tenant, bound to nodes.
+type Reservation struct {
+	Meta   Meta           `json:"meta"`
+	Tenant string         `json:"tenant"`
+	Name   string         `json:"name"`
+	Region string         `json:"region"`
+	Zone   string         `json:"zone,omitempty"`
+	SKU    fleet.SKUName  `json:"sku"`
+	Count  int            `json:"count"`
+	Start  time.Time      `json:"start,omitzero"`
+	End    time.Time      `json:"end,omitzero"`
+	Nodes  []fleet.NodeID `json:"nodes"`
+}
+
+func (o *Reservation) Kind() Kind  { return KindReservation }
+func (o *Reservation) Key() string { return ReservationKey(o.Tenant, o.Name) }
+func (o *Reservation) meta() *Meta { return &o.Meta }
+
+// ReservationKey is the key of a tenant's reservation.
+func ReservationKey(tenant, name string) string { return scoped(tenant, name) }
+
+// State is where a workload is in its life.
+type State string
+
+// Workload states.
+const (
+	StatePending   State = "Pending"
+	StateRunning   State = "Running"
+	StateCancelled State = "Cancelled"
+)
+
+// Live reports whether the scheduler sees the workload.
+func (s State) Live() bool { return s == StatePending || s == StateRunning }
+
+// Workload is a submitted workload and its state. Spec.Name is the
+// tenant-local name; the scheduler sees the workload as Key().
+type Workload struct {
+	Meta        Meta                 `json:"meta"`
+	Tenant      string               `json:"tenant"`
+	Spec        workload.Spec        `json:"spec"`
+	State       State                `json:"state"`
+	SubmittedAt time.Time            `json:"submitted_at"`
+	Running     *workload.Assignment `json:"running,omitempty"`
+	Preemptions int                  `json:"preemptions,omitempty"`
+	// LastPreemption says why the workload was last evicted.
+	LastPreemption string    `json:"last_preemption,omitempty"`
+	EndedAt        time.Time `json:"ended_at,omitzero"`
+}
+
+func (o *Workload) Kind() Kind  { return KindWorkload }
+func (o *Workload) Key() string { return WorkloadKey(o.Tenant, string(o.Spec.Name)) }
+func (o *Workload) meta() *Meta { return &o.Meta }
+
+// WorkloadKey is the key of a tenant's workload, and its ID in plans.
+func WorkloadKey(tenant, name string) string { return scoped(tenant, name) }
+
+// Policy is an applied policy file.
+type Policy struct {
+	Meta      Meta      `json:"meta"`
+	Name      string    `json:"name"`
+	File      string    `json:"file"`
+	Source    string    `json:"source"` // the YAML as applied
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+func (o *Policy) Kind() Kind  { return KindPolicy }
+func (o *Policy) Key() string { return o.Name }
+func (o *Policy) meta() *Meta { return &o.Meta }
+
+// Firing is one entry of a policy's firing log, keyed by revision.
+type Firing struct {
+	Meta   Meta      `json:"meta"`
+	Seq    int64     `json:"seq"`
+	Policy string    `json:"policy"`
+	Rule   string    `json:"rule"`
+	Event  string    `json:"event"`
+	Time   time.Time `json:"time"`
+	DryRun bool      `json:"dry_run,omitempty"`
+	Text   string    `json:"text"`
+}
+
+func (o *Firing) Kind() Kind  { return KindFiring }
+func (o *Firing) Key() string { return RevKey(o.Seq) }
+func (o *Firing) meta() *Meta { return &o.Meta }
+
+// Token is an API bearer token, stored by the hex SHA-256 of its secret.
+type Token struct {
+	Meta Meta   `json:"meta"`
+	Hash string `json:"hash"`
+	// Tenant is the tenant the token acts for; "" for the admin token.
+	Tenant    string    `json:"tenant,omitempty"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func (o *Token) Kind() Kind  { return KindToken }
+func (o *Token) Key() string { return o.Hash }
+func (o *Token) meta() *Meta { return &o.Meta }
+
+// Event is one entry of the change log that clients watch, keyed by Seq.
+type Event struct {
+	Meta   Meta      `json:"meta"`
+	Seq    int64     `json:"seq"`
+	Time   time.Time `json:"time"`
+	Type   string    `json:"type"`   // e.g. WorkloadSubmitted, WorkloadPlaced
+	Object string    `json:"object"` // kind/key
+	// Tenant is the tenant the event concerns; "" for admin-only events.
+	Tenant  string `json:"tenant,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+func (o *Event) Kind() Kind  { return KindEvent }
+func (o *Event) Key() string { return RevKey(o.Seq) }
+func (o *Event) meta() *Meta { return &o.Meta }
+
+// Setting is a named JSON value of the server (the catalog overrides).
+type Setting struct {
+	Meta  Meta   `json:"meta"`
+	Name  string `json:"name"`
+	Value []byte `json:"value"`
+}
+
+func (o *Setting) Kind() Kind  { return KindSetting }
+func (o *Setting) Key() string { return o.Name }
+func (o *Setting) meta() *Meta { return &o.Meta }
+
+// AppendEvent writes an event with the next sequence number (the
+// revision its write takes).
+func AppendEvent(tx WriteTx, e *Event) error {
+	e.Seq = tx.Revision() + 1
+	return Put(tx, e, MustNotExist)
+}
+
+// AppendFiring writes a firing with the next sequence number.
+func AppendFiring(tx WriteTx, f *Firing) error {
+	f.Seq = tx.Revision() + 1
+	return Put(tx, f, MustNotExist)
+}

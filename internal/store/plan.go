@@ -1,0 +1,120 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// guarded are the kinds a plan's input is built from besides workloads: a
+// change to any of them after the plan's base revision voids the plan.
+var guarded = []Kind{KindTenant, KindNode, KindReservation}
+
+// Applied says what ApplyPlan changed.
+type Applied struct {
+	Placed    int // workloads that became running
+	Preempted int // running workloads evicted back to pending
+}
+
+// ApplyPlan commits a plan computed from the state at revision base. It
+// fails with ErrConflict, changing nothing, when the tenants, nodes or
+// reservations changed after base, or when a workload the plan places or
+// evicts changed after base (cancelled, or already moved). Workloads
+// submitted or cancelled-while-running after base do not void it: the
+// first are simply not in the plan, the second only free capacity.
+//
+// Victims are evicted back to pending; placed workloads run from now.
+// Victims of a placement with AfterPreemption exit at once here (no agent
+// runs them yet); a node agent will make the placement wait for them.
+// Plans name workloads by WorkloadKey. Every change is logged as an event.
+func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied, error) {
+	var res Applied
+	for _, k := range guarded {
+		if r := tx.KindRevision(k); r > base {
+			return res, fmt.Errorf("%w: %s changed at revision %d after the plan's base %d", ErrConflict, k, r, base)
+		}
+	}
+	load := func(id workload.ID, want State) (*Workload, error) {
+		w, err := Get[Workload](tx, string(id))
+		if err != nil {
+			return nil, fmt.Errorf("%w: plan names workload %s: %v", ErrConflict, id, err)
+		}
+		if w.Meta.Revision > base {
+			return nil, fmt.Errorf("%w: workload %s changed at revision %d after the plan's base %d", ErrConflict, id, w.Meta.Revision, base)
+		}
+		if w.State != want {
+			return nil, fmt.Errorf("%w: workload %s is %s, the plan expects %s", ErrConflict, id, w.State, want)
+		}
+		return w, nil
+	}
+	// Check everything before writing anything.
+	victims := make([]*Workload, 0, len(plan.Preemptions))
+	victimByID := map[workload.ID]*Workload{}
+	for _, p := range plan.Preemptions {
+		w, err := load(p.Workload, StateRunning)
+		if err != nil {
+			return res, err
+		}
+		victims = append(victims, w)
+		victimByID[p.Workload] = w
+	}
+	type placed struct {
+		w  *Workload
+		ps []sched.Placement
+	}
+	var order []*placed
+	byID := map[workload.ID]*placed{}
+	for _, p := range plan.Placements {
+		x, ok := byID[p.Workload]
+		if !ok {
+			w, evicted := victimByID[p.Workload] // evicted, then placed again
+			if !evicted {
+				var err error
+				if w, err = load(p.Workload, StatePending); err != nil {
+					return res, err
+				}
+			}
+			x = &placed{w: w}
+			byID[p.Workload] = x
+			order = append(order, x)
+		}
+		x.ps = append(x.ps, p)
+	}
+	for i, w := range victims {
+		p := plan.Preemptions[i]
+		w.State, w.Running = StatePending, nil
+		w.Preemptions++
+		w.LastPreemption = p.Reason
+		if err := Put(tx, w, w.Meta.Revision); err != nil {
+			return res, err
+		}
+		msg := fmt.Sprintf("preempted: %s", p.Reason)
+		if err := AppendEvent(tx, &Event{Time: now, Type: "WorkloadPreempted", Object: string(KindWorkload) + "/" + w.Key(), Tenant: w.Tenant, Message: msg}); err != nil {
+			return res, err
+		}
+		res.Preempted++
+	}
+	for _, x := range order {
+		w, ps := x.w, x.ps
+		if len(ps) != w.Spec.Replicas {
+			return res, fmt.Errorf("store: plan places %d of %d replicas of %s", len(ps), w.Spec.Replicas, w.Key())
+		}
+		a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, StartedAt: now}
+		for _, p := range ps {
+			a.Replicas = append(a.Replicas, workload.Replica{Node: p.Node, GPUs: p.GPUs, Milli: resource.MilliGPU(p.Milli)})
+		}
+		w.State, w.Running = StateRunning, a
+		if err := Put(tx, w, w.Meta.Revision); err != nil {
+			return res, err
+		}
+		msg := fmt.Sprintf("placed on %d node(s), %s in %s", len(ps), a.Flavor, a.Region)
+		if err := AppendEvent(tx, &Event{Time: now, Type: "WorkloadPlaced", Object: string(KindWorkload) + "/" + w.Key(), Tenant: w.Tenant, Message: msg}); err != nil {
+			return res, err
+		}
+		res.Placed++
+	}
+	return res, nil
+}
