@@ -146,3 +146,25 @@ func TestRandomMatchesPublishedMean(t *testing.T) {
 		}
 	}
 }
+
+// TestArbiterBeatsFGD runs Arbiter's default scorer and FGD on the default
+// workload, seeds 42..51, and requires fewer unallocated GPUs at 130 %
+// arrived demand on average (docs/benchmarks/openb.md has every workload).
+func TestArbiterBeatsFGD(t *testing.T) {
+	c, _ := load(t)
+	var jobs []matrixJob
+	for seed := int64(42); seed <= 51; seed++ {
+		jobs = append(jobs, matrixJob{"default", "fgd", seed}, matrixJob{"default", "arbiter", seed})
+	}
+	results := runMatrix(t, c, jobs)
+	idle := map[string]float64{}
+	for i, j := range jobs {
+		if results[i] != nil {
+			idle[j.policy] += UnallocatedGPUs(results[i].Curve[130], c.GPUs) / 10
+		}
+	}
+	t.Logf("default: unallocated GPUs at 130%%: fgd %.1f, arbiter %.1f", idle["fgd"], idle["arbiter"])
+	if idle["arbiter"] >= idle["fgd"] {
+		t.Errorf("arbiter leaves %.1f GPUs idle, fgd %.1f", idle["arbiter"], idle["fgd"])
+	}
+}
