@@ -17,7 +17,7 @@
 //
 // Select one by name:
 //
-//	s, err := score.New("fgd", score.WithTypicalPods(score.TypicalPods(reqs, 0.95)))
+//	s, err := score.New("fgd", score.WithTypicalPods(score.TypicalPods(reqs, 95)))
 //	v, gpus := s.Score(&node, &req, gpus[:0])
 //
 // Callers must
