@@ -2,7 +2,8 @@ package sched
 
 import (
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -30,7 +31,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		blocks:      map[fleet.BlockID][]int{},
 		tree:        in.Tenants,
 		free:        map[tenancy.Key]resource.MilliGPU{},
-		refs:        map[refKey][]usageRef{},
+		refCache:    make([][]refEntry, len(in.Tenants.Tenants)),
 	}
 	var conflicts []string
 	down := make(map[fleet.NodeID]bool, len(in.Down))
@@ -67,6 +68,9 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		}
 	}
 	backing := make([]int32, 0, 8*len(f.Nodes))
+	lastKey, lastPool := poolKey{}, -1
+	var lastBlock fleet.BlockID
+	lastBlockSet := false
 	for i, n := range f.Nodes {
 		start := len(backing)
 		for g := 0; g < n.GPUs; g++ {
@@ -78,8 +82,11 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		ns.whole = n.GPUs
 		ns.cpu, ns.mem = n.CPU, n.Memory
 		ns.pool = -1
-		if _, ok := s.blocks[n.Block]; !ok {
-			s.blockOrder = append(s.blockOrder, n.Block)
+		if !lastBlockSet || n.Block != lastBlock {
+			if _, ok := s.blocks[n.Block]; !ok {
+				s.blockOrder = append(s.blockOrder, n.Block)
+			}
+			lastBlock, lastBlockSet = n.Block, true
 		}
 		s.blocks[n.Block] = append(s.blocks[n.Block], i)
 		if down[n.ID] {
@@ -87,20 +94,31 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			continue
 		}
 		k := access[i]
-		pi, ok := s.poolIdx[k]
+		pi, ok := lastPool, lastPool >= 0 && k == lastKey
+		if !ok {
+			pi, ok = s.poolIdx[k]
+		}
+		lastKey, lastPool = k, pi
 		if !ok {
 			pi = len(s.pools)
 			s.poolIdx[k] = pi
 			s.pools = append(s.pools, &pool{key: k})
 			rm := tenancy.Key{Model: n.Model, Region: n.Region}
 			s.regionModel[rm] = append(s.regionModel[rm], pi)
+			lastPool = pi
 		}
 		p := s.pools[pi]
 		ns.pool, ns.pos = pi, len(p.nodes)
 		p.nodes = append(p.nodes, i)
 		p.maxGPUs = max(p.maxGPUs, n.GPUs)
-		if k.kind == poolShared {
-			s.free[tenancy.Key{Model: n.Model, Region: n.Region}] += resource.GPUs(n.GPUs)
+	}
+	for _, p := range s.pools {
+		if p.key.kind == poolShared {
+			var total resource.MilliGPU
+			for _, i := range p.nodes {
+				total += resource.GPUs(s.nodes[i].node.GPUs)
+			}
+			s.free[tenancy.Key{Model: p.key.model, Region: p.key.region}] += total
 		}
 	}
 	for _, p := range s.pools {
@@ -119,18 +137,37 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		s.usage[t] = make([]resource.MilliGPU, len(ten.Quotas))
 	}
 	// Running workloads take their GPUs and count against quota.
+	nrun, nrep := 0, 0
+	for _, w := range in.Workloads {
+		if w.Running != nil {
+			nrun++
+			nrep += len(w.Running.Replicas)
+		}
+	}
+	s.run = make([]runState, 0, nrun)
+	s.replicas = make([][]replicaAt, 0, nrun)
+	repBuf := make([]replicaAt, 0, nrep)
+	nodeBuf := make([]int, 0, nrep)
+	lastTenant, lastT := "", -1
 	for _, w := range in.Workloads {
 		if w.Running == nil {
 			continue
 		}
-		t, ok := s.tree.Lookup(w.Tenant)
+		t, ok := lastT, lastT >= 0 && w.Tenant == lastTenant
+		if !ok {
+			t, ok = s.tree.Lookup(w.Tenant)
+			lastTenant, lastT = w.Tenant, t
+			if !ok {
+				lastT = -1
+			}
+		}
 		if !ok {
 			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
 			continue
 		}
 		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, workLost: w.WorkLost(in.Now)}
 		ok = true
-		var reps []replicaAt
+		repStart := len(repBuf)
 		for ri, r := range w.Running.Replicas {
 			n, found := f.Node(r.Node)
 			if !found {
@@ -155,12 +192,14 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 				break
 			}
 			s.adjust(n.Index, r.GPUs, -milli, w.CPU, w.Memory)
-			reps = append(reps, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli})
+			repBuf = append(repBuf, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli})
 		}
+		reps := repBuf[repStart:len(repBuf):len(repBuf)]
 		if !ok {
 			for _, r := range reps {
 				s.adjust(r.node, r.gpus, r.milli, -w.CPU, -w.Memory)
 			}
+			repBuf = repBuf[:repStart]
 			continue
 		}
 		if !w.Running.OnReservation {
@@ -168,12 +207,14 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			s.charge(rs.entries, w.TotalGPUs())
 		}
 		idx := len(s.run)
+		nodeStart := len(nodeBuf)
 		for _, r := range reps {
-			if !containsInt(rs.nodes, r.node) {
-				rs.nodes = append(rs.nodes, r.node)
+			if !containsInt(nodeBuf[nodeStart:], r.node) {
+				nodeBuf = append(nodeBuf, r.node)
 				s.nodes[r.node].running = append(s.nodes[r.node].running, idx)
 			}
 		}
+		rs.nodes = nodeBuf[nodeStart:len(nodeBuf):len(nodeBuf)]
 		s.run = append(s.run, rs)
 		s.replicas = append(s.replicas, reps)
 	}
@@ -235,15 +276,15 @@ func (s *snapshot) classifyBorrowers() {
 	}
 	for _, k := range order {
 		g := groups[k]
-		sort.Slice(g.runs, func(a, b int) bool {
-			x, y := s.run[g.runs[a]].w, s.run[g.runs[b]].w
+		slices.SortFunc(g.runs, func(a, b int) int {
+			x, y := s.run[a].w, s.run[b].w
 			if x.Priority != y.Priority {
-				return x.Priority > y.Priority
+				return int(y.Priority - x.Priority)
 			}
-			if !x.Running.StartedAt.Equal(y.Running.StartedAt) {
-				return x.Running.StartedAt.Before(y.Running.StartedAt)
+			if c := x.Running.StartedAt.Compare(y.Running.StartedAt); c != 0 {
+				return c
 			}
-			return x.Name < y.Name
+			return strings.Compare(string(x.Name), string(y.Name))
 		})
 		var cum resource.MilliGPU
 		for _, i := range g.runs {

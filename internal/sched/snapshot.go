@@ -35,7 +35,7 @@ type pool struct {
 	// low[k] is a word index at or below the first set word of buckets[k],
 	// so that scans skip the filled front of the pool.
 	low     []int
-	partial []uint64   // pool positions with a GPU that is partly used
+	partial []uint64 // pool positions with a GPU that is partly used
 	maxGPUs int
 }
 
@@ -124,8 +124,9 @@ type snapshot struct {
 	free     map[tenancy.Key]resource.MilliGPU // free milli in shared pools
 	// resUsed is, per reservation, the GPUs its owner runs on it.
 	resUsed []resource.MilliGPU
-	// refs caches the quota entries a (tenant, model, region) counts against.
-	refs map[refKey][]usageRef
+	// refCache caches, per tenant, the quota entries a (model, region)
+	// counts against.
+	refCache [][]refEntry
 
 	journal []change // undo log for what-if changes
 
@@ -137,17 +138,19 @@ type snapshot struct {
 	areaBuf   area
 }
 
-type refKey struct {
-	tenant int
-	key    tenancy.Key
+type refEntry struct {
+	key  tenancy.Key
+	refs []usageRef
 }
 
 // entriesFor returns the quota entries charged when tenant t uses model m in
 // region r: every entry on the path from t to the root whose model is m and
 // whose region is r or all regions.
 func (s *snapshot) entriesFor(t int, k tenancy.Key) []usageRef {
-	if r, ok := s.refs[refKey{t, k}]; ok {
-		return r
+	for _, c := range s.refCache[t] {
+		if c.key == k {
+			return c.refs
+		}
 	}
 	var out []usageRef
 	for _, a := range s.tree.Path(t) {
@@ -157,7 +160,7 @@ func (s *snapshot) entriesFor(t int, k tenancy.Key) []usageRef {
 			}
 		}
 	}
-	s.refs[refKey{t, k}] = out
+	s.refCache[t] = append(s.refCache[t], refEntry{k, out})
 	return out
 }
 

@@ -1,0 +1,323 @@
+package sim
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// StrategyResult is what one strategy did over the scenario. Field names
+// are the results.json keys.
+type StrategyResult struct {
+	Strategy                    string  `json:"strategy"`
+	GPUUtilization              float64 `json:"gpu_utilization"`
+	CustomerRequests            int     `json:"customer_requests"`
+	CustomerCapacityFailures    int     `json:"customer_capacity_failures"`
+	CustomerCapacityFailureRate float64 `json:"customer_capacity_failure_rate"`
+	CustomerTimeToCapacityP95S  float64 `json:"customer_time_to_capacity_p95_s"`
+	ReservationHonourRate       float64 `json:"reservation_honour_rate"`
+	InferenceSLOAttainment      float64 `json:"inference_slo_attainment"`
+	InferenceP99Ms              float64 `json:"inference_p99_ms"`
+	TrainingGPUHours            float64 `json:"training_gpu_hours"`
+	TrainingJobsCompleted       int     `json:"training_jobs_completed"`
+	TrainingJCTP50H             float64 `json:"training_jct_p50_h"`
+	WorkLostGPUHours            float64 `json:"work_lost_to_preemption_gpu_hours"`
+	Preemptions                 int     `json:"preemptions"`
+	SpotEvictions               int     `json:"spot_evictions"`
+	Overflows                   int     `json:"overflows"`
+	Fragmentation               float64 `json:"fragmentation"`
+	CostUSD                     float64 `json:"cost_usd"`
+	RevenueUSD                  float64 `json:"revenue_usd"`
+	SchedulingCycles            int     `json:"scheduling_cycles"`
+	// Conservation: allocated + idle GPU-hours = capacity × time.
+	CapacityGPUHours  float64 `json:"capacity_gpu_hours"`
+	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
+	IdleGPUHours      float64 `json:"idle_gpu_hours"`
+	JobsSubmitted     int     `json:"jobs_submitted"`
+	JobsEnded         int     `json:"jobs_ended"`
+	JobsActiveAtEnd   int     `json:"jobs_active_at_end"`
+
+	Series Series `json:"-"`
+}
+
+// Series are the per-step time series of a run (one row per SampleEvery).
+type Series struct {
+	Times       []time.Duration
+	Tenants     []string
+	TenantGPUs  [][]float64 // [row][tenant]
+	Services    []string
+	P99Ms       [][]float64 // [row][service]
+	SLOMs       []float64   // per service
+	Failures    []int       // cumulative customer capacity failures
+	TrainingGPU []float64   // cumulative training GPU-hours
+	Preemptions []int       // cumulative
+	SpotKeys    []string
+	SpotPrice   [][]float64 // [row][key], USD per GPU-hour
+	Utilization []float64
+}
+
+// maxLatency caps reported latencies: a request that would wait longer
+// has been turned away (it counts against the SLO).
+const maxLatency = 60 * time.Second
+
+// SampleEvery is the spacing of time-series rows.
+const SampleEvery = 30 * time.Minute
+
+type recorder struct {
+	s      *Sim
+	res    StrategyResult
+	cycles int
+
+	tenantIdx map[string]int
+	spotKeys  []tenancy.Key
+	spot      []float64
+
+	custWait    []float64 // seconds from request to capacity
+	trainingJCT []float64 // hours
+	resClaims   int
+	resHonoured int
+	sloW, slo   float64 // arrivals-weighted SLO attainment
+	p99Max      []float64
+	p99Sum      float64
+	p99N        float64
+	idleMilli   float64 // milli-GPU·steps
+	fragMilli   float64 // free milli on partly used nodes, ·steps
+	freeMilli   float64
+	allocMilliS float64 // from runs: milli-GPU·seconds
+	revenue     float64
+	ended       int
+}
+
+func newRecorder(s *Sim) *recorder {
+	r := &recorder{s: s, tenantIdx: map[string]int{}}
+	r.res.Strategy = s.st.Name
+	for _, t := range s.cfg.Tree.Tenants {
+		r.tenantIdx[t.Name] = len(r.res.Series.Tenants)
+		r.res.Series.Tenants = append(r.res.Series.Tenants, t.Name)
+	}
+	seen := map[tenancy.Key]bool{}
+	for _, n := range s.cfg.Fleet.Nodes {
+		k := tenancy.Key{Model: n.Model, Region: n.Region}
+		if !seen[k] {
+			seen[k] = true
+			r.spotKeys = append(r.spotKeys, k)
+			r.res.Series.SpotKeys = append(r.res.Series.SpotKeys, string(k.Model)+"/"+k.Region)
+		}
+	}
+	for _, st := range s.services {
+		r.res.Series.Services = append(r.res.Series.Services, st.spec.Name)
+		r.res.Series.SLOMs = append(r.res.Series.SLOMs, float64(st.spec.SLO)/float64(time.Millisecond))
+	}
+	r.p99Max = make([]float64, len(s.services))
+	return r
+}
+
+func (r *recorder) submitted(j *job) {
+	r.res.JobsSubmitted++
+	if j.customer && j.w.Kind == workload.KindVM {
+		r.res.CustomerRequests++
+	}
+	if j.w.Reservation != "" && r.s.reservationRoom(j) {
+		j.resEligible = true
+		r.resClaims++
+	}
+}
+
+func (r *recorder) firstPlaced(j *job) {
+	wait := r.s.now.Sub(j.submitted).Seconds()
+	if j.customer && j.w.Kind == workload.KindVM {
+		r.custWait = append(r.custWait, wait)
+	}
+	if j.resEligible && j.w.Running.OnReservation && wait <= 300 {
+		r.resHonoured++
+	}
+}
+
+func (r *recorder) capacityFailure(j *job) {
+	if j.customer && j.w.Kind == workload.KindVM {
+		r.res.CustomerCapacityFailures++
+	}
+}
+
+func (r *recorder) completed(j *job) {
+	if j.w.Kind == workload.KindTraining {
+		r.res.TrainingJobsCompleted++
+		r.trainingJCT = append(r.trainingJCT, r.s.now.Sub(j.submitted).Hours())
+	}
+}
+
+func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
+	r.res.Preemptions++
+	if j.w.Priority == workload.PrioritySpot {
+		r.res.SpotEvictions++
+	}
+	r.res.WorkLostGPUHours += lost.Hours() * float64(j.gpus()) / resource.PerGPU
+}
+
+func (r *recorder) spotEvicted(j *job) {
+	r.res.SpotEvictions++
+	r.res.WorkLostGPUHours += (j.w.WorkLost(r.s.now)) / 3600
+}
+
+func (r *recorder) overflowed(*job) { r.res.Overflows++ }
+
+// ran records a finished run [from, to) of a job: allocation, training
+// GPU-hours and revenue.
+func (r *recorder) ran(j *job, from, to time.Time) {
+	if !to.After(from) {
+		return
+	}
+	gpuH := to.Sub(from).Hours() * float64(j.gpus()) / resource.PerGPU
+	r.allocMilliS += to.Sub(from).Seconds() * float64(j.gpus())
+	if j.w.Kind == workload.KindTraining {
+		r.res.TrainingGPUHours += gpuH
+	}
+	if a := j.w.Running; j.customer && a != nil {
+		if sku := r.s.skuOf(tenancy.Key{Model: a.Flavor, Region: a.Region}); sku != nil {
+			p := r.s.cfg.Fleet.Catalog.PriceIn(sku, a.Region)
+			price := p.OnDemand
+			if j.w.Priority == workload.PrioritySpot {
+				price = p.Spot
+			}
+			if a.OnReservation {
+				price = p.Reserved1Y
+			}
+			r.revenue += gpuH * price / float64(sku.GPUs)
+		}
+	}
+}
+
+// sample records one step.
+func (r *recorder) sample() {
+	s := r.s
+	for i, n := range s.cfg.Fleet.Nodes {
+		free := float64(int64(n.GPUs)*resource.PerGPU - s.nodeUsed[i])
+		r.freeMilli += free
+		if s.nodeUsed[i] > 0 {
+			r.fragMilli += free
+		}
+	}
+	for i, st := range s.services {
+		p := float64(min(st.p99, maxLatency)) / float64(time.Millisecond)
+		if st.arrivals > 0 {
+			r.sloW += st.arrivals
+			r.slo += st.arrivals * st.withinSLO
+			r.p99Sum += p * st.arrivals
+			r.p99N += st.arrivals
+		}
+		r.p99Max[i] = math.Max(r.p99Max[i], p)
+	}
+	if s.now.Sub(s.sc.Start)%SampleEvery != 0 {
+		return
+	}
+	se := &r.res.Series
+	se.Times = append(se.Times, s.now.Sub(s.sc.Start))
+	row := make([]float64, len(se.Tenants))
+	var used float64
+	for _, j := range s.jobs {
+		if !j.done && j.w.Running != nil {
+			g := float64(j.gpus()) / resource.PerGPU
+			row[r.tenantIdx[j.w.Tenant]] += g
+			used += g
+		}
+	}
+	se.TenantGPUs = append(se.TenantGPUs, row)
+	se.Utilization = append(se.Utilization, used/(float64(s.capacity)/resource.PerGPU))
+	prow := make([]float64, len(s.services))
+	for i, st := range s.services {
+		prow[i] = float64(min(st.p99, maxLatency)) / float64(time.Millisecond)
+	}
+	se.P99Ms = append(se.P99Ms, prow)
+	se.Failures = append(se.Failures, r.res.CustomerCapacityFailures)
+	train := r.res.TrainingGPUHours
+	for _, j := range s.jobs {
+		if !j.done && j.w.Running != nil && j.w.Kind == workload.KindTraining && s.now.After(j.placedAt) {
+			train += s.now.Sub(j.placedAt).Hours() * float64(j.gpus()) / resource.PerGPU
+		}
+	}
+	se.TrainingGPU = append(se.TrainingGPU, train)
+	se.Preemptions = append(se.Preemptions, r.res.Preemptions)
+	se.SpotPrice = append(se.SpotPrice, append([]float64(nil), r.spot...))
+}
+
+// finish closes open runs at the end and computes the summary.
+func (r *recorder) finish() *StrategyResult {
+	s := r.s
+	for _, j := range s.jobs {
+		if !j.done && j.w.Running != nil {
+			r.ran(j, j.placedAt, s.end)
+		}
+		if !j.done {
+			r.res.JobsActiveAtEnd++
+		}
+	}
+	res := &r.res
+	res.JobsEnded = r.ended
+	res.SchedulingCycles = r.cycles
+	hours := s.end.Sub(s.sc.Start).Hours()
+	res.CapacityGPUHours = float64(s.capacity) / resource.PerGPU * hours
+	res.AllocatedGPUHours = r.allocMilliS / resource.PerGPU / 3600
+	res.IdleGPUHours = r.freeMilli / resource.PerGPU * Step.Hours()
+	if res.CapacityGPUHours > 0 {
+		res.GPUUtilization = res.AllocatedGPUHours / res.CapacityGPUHours
+	}
+	if r.freeMilli > 0 {
+		res.Fragmentation = r.fragMilli / r.freeMilli
+	}
+	if res.CustomerRequests > 0 {
+		res.CustomerCapacityFailureRate = float64(res.CustomerCapacityFailures) / float64(res.CustomerRequests)
+	}
+	res.CustomerTimeToCapacityP95S = quantile(r.custWait, 0.95)
+	res.ReservationHonourRate = 1
+	if r.resClaims > 0 {
+		res.ReservationHonourRate = float64(r.resHonoured) / float64(r.resClaims)
+	}
+	res.InferenceSLOAttainment = 1
+	if r.sloW > 0 {
+		res.InferenceSLOAttainment = r.slo / r.sloW
+	}
+	if r.p99N > 0 {
+		res.InferenceP99Ms = r.p99Sum / r.p99N
+	}
+	res.TrainingJCTP50H = quantile(r.trainingJCT, 0.5)
+	for _, n := range s.cfg.Fleet.Nodes {
+		p := s.cfg.Fleet.Catalog.PriceIn(n.SKU, n.Region)
+		res.CostUSD += p.Reserved3Y * hours
+	}
+	res.RevenueUSD = r.revenue
+	round(&res.GPUUtilization, 4)
+	round(&res.CustomerCapacityFailureRate, 4)
+	round(&res.CustomerTimeToCapacityP95S, 1)
+	round(&res.ReservationHonourRate, 4)
+	round(&res.InferenceSLOAttainment, 4)
+	round(&res.InferenceP99Ms, 1)
+	round(&res.TrainingGPUHours, 1)
+	round(&res.TrainingJCTP50H, 2)
+	round(&res.WorkLostGPUHours, 1)
+	round(&res.Fragmentation, 4)
+	round(&res.CostUSD, 0)
+	round(&res.RevenueUSD, 0)
+	round(&res.CapacityGPUHours, 2)
+	round(&res.AllocatedGPUHours, 2)
+	round(&res.IdleGPUHours, 2)
+	return res
+}
+
+func round(x *float64, digits int) {
+	p := math.Pow(10, float64(digits))
+	*x = math.Round(*x*p) / p
+}
+
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	ys := append([]float64(nil), xs...)
+	sort.Float64s(ys)
+	return ys[int(math.Ceil(q*float64(len(ys))))-1]
+}

@@ -1,0 +1,185 @@
+package sim
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+	"github.com/arbiterhq/arbiter/internal/yamlfile"
+)
+
+// Scenario is what a simulation replays: a fleet, tenants, reservations,
+// workload generators and inference services, for a duration.
+type Scenario struct {
+	Name         string                `yaml:"name"`
+	Description  string                `yaml:"description"`
+	Duration     time.Duration         `yaml:"duration"`
+	Start        time.Time             `yaml:"start"`
+	Cycle        time.Duration         `yaml:"cycle"` // scheduling cycle when something changed
+	Catalog      *fleet.Catalog        `yaml:"catalog"`
+	Fleet        fleet.Spec            `yaml:"fleet"`
+	Tenants      []tenancy.TenantSpec  `yaml:"tenants"`
+	Reservations []tenancy.Reservation `yaml:"reservations"`
+	Generators   []Generator           `yaml:"generators"`
+	Services     []Service             `yaml:"services"`
+	// Strategies are the names run when none are asked for.
+	Strategies []string `yaml:"strategies"`
+}
+
+// Generator makes a stream of workloads (or one, with Count).
+type Generator struct {
+	Pos         yamlfile.Pos
+	Name        string            `yaml:"name"`
+	Class       string            `yaml:"class"` // label policies target; default: the name
+	Kind        workload.Kind     `yaml:"kind"`
+	Tenant      string            `yaml:"tenant"`
+	Priority    workload.Priority `yaml:"priority"`
+	Preemptible bool              `yaml:"preemptible"`
+	Flavors     []fleet.ModelID   `yaml:"flavors"`
+	Regions     []string          `yaml:"regions"`
+	Topology    workload.Topology `yaml:"topology"`
+	// Arrivals: RatePerHour Poisson arrivals, modulated by a daily cycle of
+	// the given amplitude (0..1) peaking at PeakHour UTC; or Count
+	// workloads at At (then RatePerHour is ignored).
+	RatePerHour float64       `yaml:"rate_per_hour"`
+	DailyAmp    float64       `yaml:"daily_amplitude"`
+	PeakHour    float64       `yaml:"peak_hour"`
+	Count       int           `yaml:"count"`
+	At          time.Duration `yaml:"at"`
+	Until       time.Duration `yaml:"until"` // stop generating after (0: never)
+	// Sizes: one shape is drawn per workload, by weight.
+	Sizes []Size `yaml:"sizes"`
+	// Runtime is drawn log-uniformly in [RuntimeMin, RuntimeMax].
+	RuntimeMin         time.Duration `yaml:"runtime_min"`
+	RuntimeMax         time.Duration `yaml:"runtime_max"`
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	GracePeriod        time.Duration `yaml:"grace_period"`
+	// Patience: a request still pending after it is a capacity failure
+	// ("capacity not available"). 0: waits forever.
+	Patience    time.Duration `yaml:"patience"`
+	Reservation string        `yaml:"reservation"`
+	MaxPrice    float64       `yaml:"max_price"`
+	// Customer marks workloads whose capacity failures and revenue count
+	// as customers'.
+	Customer bool `yaml:"customer"`
+}
+
+// Size is one workload shape with a relative weight.
+type Size struct {
+	GPUs     resource.MilliGPU `yaml:"gpus"`
+	Replicas int               `yaml:"replicas"`
+	Weight   float64           `yaml:"weight"`
+}
+
+// Service is an inference service (the coding-assistant case): replicas in
+// several regions behind a router, scaled to keep p99 under the SLO.
+type Service struct {
+	Pos      yamlfile.Pos
+	Name     string            `yaml:"name"`
+	Class    string            `yaml:"class"`
+	Tenant   string            `yaml:"tenant"`
+	Priority workload.Priority `yaml:"priority"`
+	Flavor   fleet.ModelID     `yaml:"flavor"`
+	// Regions serving the service; users come from UserRegions with their
+	// local peak hour.
+	Regions     []string      `yaml:"regions"`
+	Users       []UserRegion  `yaml:"users"`
+	SLO         time.Duration `yaml:"slo_p99"`
+	MinReplicas int           `yaml:"min_replicas"`
+	MaxReplicas int           `yaml:"max_replicas"`
+	// Scale multiplies the built-in coding-assistant load (350 requests/s
+	// on average per user region on weekdays).
+	Scale float64 `yaml:"scale"`
+}
+
+// UserRegion is where a service's users are.
+type UserRegion struct {
+	Region   string  `yaml:"region"`
+	PeakHour float64 `yaml:"peak_hour"`
+	Share    float64 `yaml:"share"`
+}
+
+//go:embed contention.yaml
+var contentionYAML []byte
+
+// ContentionYAML returns the embedded default scenario as written.
+func ContentionYAML() []byte { return contentionYAML }
+
+// LoadScenario reads a scenario file; "" is the embedded contention scenario.
+func LoadScenario(path string) (*Scenario, error) {
+	name, data := "contention.yaml (embedded)", contentionYAML
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		name = path
+	}
+	return ParseScenario(name, data)
+}
+
+// ParseScenario decodes and checks a scenario.
+func ParseScenario(file string, data []byte) (*Scenario, error) {
+	var s Scenario
+	if err := yamlfile.Decode(file, data, &s); err != nil {
+		return nil, err
+	}
+	var errs yamlfile.Errors
+	at := yamlfile.Pos{File: file, Line: 1, Col: 1}
+	if s.Duration <= 0 {
+		errs.Add(at, "duration", "a scenario needs a duration, such as 30d")
+	}
+	if s.Cycle <= 0 {
+		s.Cycle = time.Minute
+	}
+	if s.Start.IsZero() {
+		s.Start = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC) // a Monday
+	}
+	for i, g := range s.Generators {
+		f := fmt.Sprintf("generators[%d]", i)
+		if g.Name == "" {
+			errs.Add(g.Pos, f+".name", "a generator needs a name")
+		}
+		if len(g.Sizes) == 0 {
+			errs.Add(g.Pos, f+".sizes", "list at least one size: {gpus: 8, replicas: 1, weight: 1}")
+		}
+		for j, sz := range g.Sizes {
+			if sz.GPUs <= 0 || sz.Replicas < 1 || sz.Weight < 0 {
+				errs.Add(g.Pos, fmt.Sprintf("%s.sizes[%d]", f, j), "a size needs gpus > 0, replicas ≥ 1 and weight ≥ 0")
+			}
+		}
+		if g.Count == 0 && g.RatePerHour <= 0 {
+			errs.Add(g.Pos, f+".rate_per_hour", "give rate_per_hour > 0 or a count")
+		}
+		if g.RuntimeMin <= 0 || g.RuntimeMax < g.RuntimeMin {
+			errs.Add(g.Pos, f+".runtime_min", "need 0 < runtime_min ≤ runtime_max")
+		}
+		if g.DailyAmp < 0 || g.DailyAmp > 1 {
+			errs.Add(g.Pos, f+".daily_amplitude", "daily_amplitude is between 0 and 1")
+		}
+		if len(g.Flavors) == 0 || len(g.Regions) == 0 {
+			errs.Add(g.Pos, f+".flavors", "list flavors and regions")
+		}
+	}
+	for i, sv := range s.Services {
+		f := fmt.Sprintf("services[%d]", i)
+		if sv.Name == "" || sv.Tenant == "" || sv.Flavor == "" || len(sv.Regions) == 0 || len(sv.Users) == 0 {
+			errs.Add(sv.Pos, f, "a service needs name, tenant, flavor, regions and users")
+		}
+		if sv.SLO <= 0 {
+			errs.Add(sv.Pos, f+".slo_p99", "a service needs a p99 SLO, such as 8s")
+		}
+		if sv.Scale <= 0 {
+			errs.Add(sv.Pos, f+".scale", "scale must be > 0")
+		}
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}

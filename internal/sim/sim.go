@@ -1,0 +1,561 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// Step is the simulator's time step: services, policies, spot prices and
+// metrics move once per step; arrivals and completions fall on step
+// boundaries.
+const Step = time.Minute
+
+// spotNotice is how long spot work is warned before eviction.
+const spotNotice = 30 * time.Second
+
+// job is one workload's life in the simulation.
+type job struct {
+	w         *workload.Workload
+	seq       int
+	gen       int // generator index, -1 for a service replica
+	svc       int // service index for replicas
+	region    int // service region index for replicas
+	class     string
+	customer  bool
+	submitted time.Time
+	deadline  time.Time // capacity failure when still pending then (zero: none)
+	remaining time.Duration
+	// progressFrom is when the current run makes progress (its start, or
+	// later when it waits for victims' grace periods).
+	progressFrom time.Time
+	placedAt     time.Time
+	version      int
+	done         bool
+	everPlaced   bool
+	resEligible  bool // its reservation had room when it was submitted
+	overflowed   bool
+	basePriority workload.Priority
+	basePreempt  bool
+}
+
+func (j *job) gpus() resource.MilliGPU { return j.w.TotalGPUs() }
+
+type event struct {
+	at      time.Time
+	seq     int
+	kind    int // evArrival, evComplete
+	gen     int
+	job     *job
+	version int
+}
+
+const (
+	evArrival = iota
+	evComplete
+)
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// Sim is one run of a scenario under one strategy.
+type Sim struct {
+	sc    *Scenario
+	st    *Strategy
+	rng   *rand.Rand
+	cfg   *config.Config
+	in    sched.Input
+	now   time.Time
+	end   time.Time
+	jobs  []*job // active (pending or running), in submission order
+	seq   int
+	evSeq int
+	q     eventQueue
+	dirty bool
+
+	// nodeUsed is milli-GPU allocated per node index.
+	nodeUsed []int64
+	capacity resource.MilliGPU
+
+	services []*serviceState
+	skus     map[tenancy.Key]*fleet.SKU
+	metrics  *recorder
+	progress func(done, total time.Duration)
+}
+
+// Options tune a run.
+type Options struct {
+	Seed uint64
+	// Duration overrides the scenario's duration when > 0.
+	Duration time.Duration
+	// Progress, when set, is called every simulated hour.
+	Progress func(done, total time.Duration)
+}
+
+// New prepares a run of scenario sc under strategy st.
+func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
+	f := config.File{
+		Now:          sc.Start,
+		Seed:         opt.Seed,
+		Catalog:      sc.Catalog,
+		Fleet:        sc.Fleet,
+		Tenants:      st.tenants(sc.Tenants),
+		Partitions:   st.Partitions,
+		Reservations: append([]tenancy.Reservation(nil), sc.Reservations...),
+		Options:      st.Options,
+	}
+	cfg, err := config.Resolve(sc.Name, f)
+	if err != nil {
+		return nil, fmt.Errorf("sim: scenario %s with strategy %s: %w", sc.Name, st.Name, err)
+	}
+	s := &Sim{
+		sc:       sc,
+		st:       st,
+		rng:      rand.New(rand.NewPCG(opt.Seed, 0xa4b17e4)),
+		cfg:      cfg,
+		in:       cfg.Input(),
+		now:      sc.Start,
+		progress: opt.Progress,
+	}
+	dur := sc.Duration
+	if opt.Duration > 0 {
+		dur = opt.Duration
+	}
+	s.end = sc.Start.Add(dur)
+	s.nodeUsed = make([]int64, len(cfg.Fleet.Nodes))
+	for _, n := range cfg.Fleet.Nodes {
+		s.capacity += resource.GPUs(n.GPUs)
+	}
+	for gi, g := range sc.Generators {
+		if err := s.checkGenerator(g); err != nil {
+			return nil, err
+		}
+		if g.Count > 0 {
+			s.push(event{at: sc.Start.Add(g.At), kind: evArrival, gen: gi})
+		} else {
+			s.scheduleArrival(gi, sc.Start.Add(g.At))
+		}
+	}
+	s.services, err = newServices(s, opt.Seed)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = newRecorder(s)
+	return s, nil
+}
+
+func (s *Sim) checkGenerator(g Generator) error {
+	if _, ok := s.cfg.Tree.Lookup(g.Tenant); !ok {
+		return fmt.Errorf("sim: generator %s: unknown tenant %q", g.Name, g.Tenant)
+	}
+	for _, r := range g.Regions {
+		if !s.cfg.Fleet.HasRegion(r) {
+			return fmt.Errorf("sim: generator %s: region %q is not in the fleet", g.Name, r)
+		}
+	}
+	return nil
+}
+
+func (s *Sim) push(e event) {
+	e.seq = s.evSeq
+	s.evSeq++
+	heap.Push(&s.q, e)
+}
+
+// scheduleArrival draws the next Poisson arrival of generator gi after t,
+// thinning a daily cycle: rate(t) = r·(1 + a·cos(2π(h − peak)/24)).
+func (s *Sim) scheduleArrival(gi int, t time.Time) {
+	g := &s.sc.Generators[gi]
+	maxRate := g.RatePerHour * (1 + g.DailyAmp)
+	for {
+		gap := s.rng.ExpFloat64() / maxRate
+		t = t.Add(time.Duration(gap * float64(time.Hour)))
+		if !t.Before(s.end) || (g.Until > 0 && !t.Before(s.sc.Start.Add(g.Until))) {
+			return
+		}
+		h := float64(t.Hour()) + float64(t.Minute())/60
+		rate := g.RatePerHour * (1 + g.DailyAmp*math.Cos(2*math.Pi*(h-g.PeakHour)/24))
+		if s.rng.Float64()*maxRate <= rate {
+			s.push(event{at: t, kind: evArrival, gen: gi})
+			return
+		}
+	}
+}
+
+// Run simulates to the end and returns the results.
+func (s *Sim) Run() *StrategyResult {
+	total := s.end.Sub(s.sc.Start)
+	for t := s.sc.Start; t.Before(s.end); t = t.Add(Step) {
+		s.now = t
+		s.events(t)
+		s.expire()
+		s.stepServices()
+		s.spotPrices()
+		if s.dirty {
+			s.cycle()
+		}
+		s.metrics.sample()
+		if s.progress != nil && t.Sub(s.sc.Start)%time.Hour == 0 {
+			s.progress(t.Sub(s.sc.Start), total)
+		}
+	}
+	s.now = s.end
+	return s.metrics.finish()
+}
+
+// events handles arrivals and completions up to t.
+func (s *Sim) events(t time.Time) {
+	for len(s.q) > 0 && !s.q[0].at.After(t) {
+		e := heap.Pop(&s.q).(event)
+		switch e.kind {
+		case evArrival:
+			g := &s.sc.Generators[e.gen]
+			n := 1
+			if g.Count > 0 {
+				n = g.Count
+			} else {
+				s.scheduleArrival(e.gen, e.at)
+			}
+			for i := 0; i < n; i++ {
+				s.submit(s.newJob(e.gen))
+			}
+		case evComplete:
+			j := e.job
+			if j.done || j.version != e.version || j.w.Running == nil {
+				continue
+			}
+			s.metrics.completed(j)
+			s.finish(j)
+		}
+	}
+}
+
+func (s *Sim) newJob(gi int) *job {
+	g := &s.sc.Generators[gi]
+	var total float64
+	for _, sz := range g.Sizes {
+		total += sz.Weight
+	}
+	x := s.rng.Float64() * total
+	sz := g.Sizes[len(g.Sizes)-1]
+	for _, c := range g.Sizes {
+		if x < c.Weight {
+			sz = c
+			break
+		}
+		x -= c.Weight
+	}
+	lo, hi := math.Log(float64(g.RuntimeMin)), math.Log(float64(g.RuntimeMax))
+	runtime := time.Duration(math.Exp(lo + s.rng.Float64()*(hi-lo)))
+	class := g.Class
+	if class == "" {
+		class = g.Name
+	}
+	s.seq++
+	w := &workload.Workload{Spec: workload.Spec{
+		Name:               workload.ID(fmt.Sprintf("%s-%06d", g.Name, s.seq)),
+		Kind:               g.Kind,
+		Tenant:             g.Tenant,
+		Priority:           g.Priority,
+		Preemptible:        g.Preemptible,
+		GPUs:               sz.GPUs,
+		Replicas:           sz.Replicas,
+		Flavors:            g.Flavors,
+		Regions:            g.Regions,
+		Topology:           g.Topology,
+		ExpectedRuntime:    runtime,
+		CheckpointInterval: g.CheckpointInterval,
+		GracePeriod:        g.GracePeriod,
+		Reservation:        g.Reservation,
+		MaxPrice:           g.MaxPrice,
+		Labels:             map[string]string{"class": class},
+	}, SubmittedAt: s.now}
+	s.st.override(class, &w.Spec)
+	j := &job{w: w, gen: gi, svc: -1, class: class, customer: g.Customer, remaining: runtime,
+		basePriority: w.Priority, basePreempt: w.Preemptible}
+	if g.Patience > 0 {
+		j.deadline = s.now.Add(g.Patience)
+	}
+	return j
+}
+
+func (s *Sim) submit(j *job) {
+	j.seq = s.seq
+	j.submitted = s.now
+	j.w.SubmittedAt = s.now
+	s.jobs = append(s.jobs, j)
+	s.metrics.submitted(j)
+	s.dirty = true
+}
+
+// finish ends a job (completed, cancelled or failed) and frees its GPUs.
+func (s *Sim) finish(j *job) {
+	if j.w.Running != nil {
+		s.release(j)
+	}
+	j.done = true
+	s.metrics.ended++
+	s.dirty = true
+}
+
+// release frees a running job's GPUs and records its run.
+func (s *Sim) release(j *job) {
+	for _, r := range j.w.Running.Replicas {
+		n, _ := s.cfg.Fleet.Node(r.Node)
+		s.nodeUsed[n.Index] -= int64(r.Milli) * int64(len(r.GPUs))
+	}
+	s.metrics.ran(j, j.placedAt, s.now)
+	if s.now.After(j.progressFrom) {
+		j.remaining -= s.now.Sub(j.progressFrom)
+	}
+	j.w.Running = nil
+	j.version++
+}
+
+// expire turns pending requests past their patience into capacity failures.
+func (s *Sim) expire() {
+	for _, j := range s.jobs {
+		if !j.done && j.w.Running == nil && !j.deadline.IsZero() && !s.now.Before(j.deadline) {
+			s.metrics.capacityFailure(j)
+			s.finish(j)
+		}
+	}
+}
+
+// cycle runs the scheduler over the active jobs and applies the plan.
+func (s *Sim) cycle() {
+	s.dirty = false
+	live := s.jobs[:0]
+	for _, j := range s.jobs {
+		if !j.done {
+			live = append(live, j)
+		}
+	}
+	for i := len(live); i < len(s.jobs); i++ {
+		s.jobs[i] = nil
+	}
+	s.jobs = live
+	ws := make([]*workload.Workload, 0, len(s.jobs))
+	byName := make(map[workload.ID]*job, len(s.jobs))
+	for _, j := range s.jobs {
+		w := j.w
+		if w.Running == nil && w.Priority == workload.PrioritySpot && w.MaxPrice > 0 {
+			if w = s.affordableSpec(j); w == nil {
+				continue // spot work waits for its price
+			}
+		}
+		ws = append(ws, w)
+		byName[j.w.Name] = j
+	}
+	in := s.in
+	in.Now = s.now
+	in.Workloads = ws
+	in.Options = schedOptions(s.st.Options)
+	plan := sched.Schedule(in)
+	s.metrics.cycles++
+
+	// Victims exit first; their grace delays the claimants' progress.
+	grace := map[workload.ID]time.Duration{}
+	for _, p := range plan.Preemptions {
+		j := byName[p.Workload]
+		if j == nil || j.w.Running == nil {
+			continue
+		}
+		g := j.w.GracePeriod
+		if p.Notice {
+			g = max(g, spotNotice)
+		}
+		if p.By != "" {
+			grace[p.By] = max(grace[p.By], g)
+		}
+		lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
+		s.metrics.preempted(j, p, time.Duration(lost*float64(time.Second)))
+		s.release(j)
+		j.remaining += time.Duration(lost * float64(time.Second))
+		s.dirty = true
+	}
+	placed := map[workload.ID][]sched.Placement{}
+	var order []workload.ID
+	for _, p := range plan.Placements {
+		if _, ok := placed[p.Workload]; !ok {
+			order = append(order, p.Workload)
+		}
+		placed[p.Workload] = append(placed[p.Workload], p)
+	}
+	for _, id := range order {
+		ps := placed[id]
+		j := byName[id]
+		a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, StartedAt: s.now.Add(grace[id])}
+		for _, p := range ps {
+			a.Replicas = append(a.Replicas, workload.Replica{Node: p.Node, GPUs: p.GPUs, Milli: resource.MilliGPU(p.Milli)})
+			n, _ := s.cfg.Fleet.Node(p.Node)
+			s.nodeUsed[n.Index] += p.Milli * int64(len(p.GPUs))
+		}
+		j.w.Running = a
+		j.placedAt = s.now
+		j.progressFrom = a.StartedAt
+		j.version++
+		if !j.everPlaced {
+			j.everPlaced = true
+			s.metrics.firstPlaced(j)
+		}
+		if j.remaining > 0 && j.svc < 0 {
+			s.push(event{at: j.progressFrom.Add(j.remaining).Truncate(Step).Add(Step), kind: evComplete, job: j, version: j.version})
+		}
+	}
+	for _, o := range plan.Overflow {
+		if j := byName[o.Workload]; j != nil && !j.overflowed {
+			j.overflowed = true
+			s.metrics.overflowed(j)
+		}
+	}
+}
+
+// spotPrices moves the spot price of each (model, region) with its
+// utilization and evicts spot work whose max price it passes.
+func (s *Sim) spotPrices() {
+	util := map[tenancy.Key][2]int64{}
+	for i, n := range s.cfg.Fleet.Nodes {
+		k := tenancy.Key{Model: n.Model, Region: n.Region}
+		u := util[k]
+		u[0] += s.nodeUsed[i]
+		u[1] += int64(n.GPUs) * resource.PerGPU
+		util[k] = u
+	}
+	s.metrics.spot = s.metrics.spot[:0]
+	for _, k := range s.metrics.spotKeys {
+		u := util[k]
+		frac := 0.0
+		if u[1] > 0 {
+			frac = float64(u[0]) / float64(u[1])
+		}
+		price := s.spotPrice(k, frac)
+		s.metrics.spot = append(s.metrics.spot, price)
+		for _, j := range s.jobs {
+			if j.done || j.w.Running == nil || j.w.Priority != workload.PrioritySpot || j.w.MaxPrice <= 0 {
+				continue
+			}
+			if j.w.Running.Flavor == k.Model && j.w.Running.Region == k.Region && price > j.w.MaxPrice {
+				s.metrics.spotEvicted(j)
+				lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
+				s.release(j)
+				j.remaining += time.Duration(lost * float64(time.Second))
+				s.dirty = true
+			}
+		}
+	}
+}
+
+// spotPrice is the per-GPU-hour spot price: the catalog's spot price while
+// the pool is below 70% used, rising linearly to the on-demand price at
+// 100%.
+func (s *Sim) spotPrice(k tenancy.Key, util float64) float64 {
+	sku := s.skuOf(k)
+	if sku == nil {
+		return 0
+	}
+	p := s.cfg.Fleet.Catalog.PriceIn(sku, k.Region)
+	spot, od := p.Spot/float64(sku.GPUs), p.OnDemand/float64(sku.GPUs)
+	if util <= 0.7 {
+		return spot
+	}
+	return spot + (od-spot)*math.Min(1, (util-0.7)/0.3)
+}
+
+// affordableSpec returns a spot job's workload limited to the flavors and
+// regions whose spot price its max price admits, or nil when none does.
+func (s *Sim) affordableSpec(j *job) *workload.Workload {
+	ok := func(m fleet.ModelID, r string) bool {
+		for ki, k := range s.metrics.spotKeys {
+			if k.Model == m && k.Region == r {
+				return ki >= len(s.metrics.spot) || s.metrics.spot[ki] <= j.w.MaxPrice
+			}
+		}
+		return false
+	}
+	var flavors []fleet.ModelID
+	var regions []string
+	for _, m := range j.w.Flavors {
+		for _, r := range j.w.Regions {
+			if ok(m, r) && !slices.Contains(flavors, m) {
+				flavors = append(flavors, m)
+			}
+		}
+	}
+	for _, r := range j.w.Regions {
+		for _, m := range flavors {
+			if ok(m, r) && !slices.Contains(regions, r) {
+				regions = append(regions, r)
+			}
+		}
+	}
+	if len(flavors) == 0 || len(regions) == 0 {
+		return nil
+	}
+	c := *j.w
+	c.Flavors, c.Regions = flavors, regions
+	return &c
+}
+
+// skuOf returns the SKU of the first node of a (model, region).
+func (s *Sim) skuOf(k tenancy.Key) *fleet.SKU {
+	if sku, ok := s.skus[k]; ok {
+		return sku
+	}
+	var sku *fleet.SKU
+	for _, n := range s.cfg.Fleet.Nodes {
+		if n.Model == k.Model && n.Region == k.Region {
+			sku = n.SKU
+			break
+		}
+	}
+	if s.skus == nil {
+		s.skus = map[tenancy.Key]*fleet.SKU{}
+	}
+	s.skus[k] = sku
+	return sku
+}
+
+// reservationRoom reports whether j's reservation has room for it now: its
+// owner's running and earlier eligible claims leave enough of the count.
+func (s *Sim) reservationRoom(j *job) bool {
+	var capacity, used resource.MilliGPU
+	for _, r := range s.cfg.File.Reservations {
+		if r.Name == j.w.Reservation {
+			if sku, ok := s.cfg.Fleet.Catalog.SKU(r.SKU); ok {
+				capacity = resource.GPUs(sku.GPUs * r.Count)
+			}
+		}
+	}
+	for _, o := range s.jobs {
+		if o != j && !o.done && o.w.Reservation == j.w.Reservation && (o.resEligible || (o.w.Running != nil && o.w.Running.OnReservation)) {
+			used += o.gpus()
+		}
+	}
+	return used+j.gpus() <= capacity
+}

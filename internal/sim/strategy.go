@@ -1,0 +1,112 @@
+package sim
+
+import (
+	"fmt"
+	"io/fs"
+
+	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+	"github.com/arbiterhq/arbiter/internal/yamlfile"
+)
+
+// Strategy is a way of dividing the fleet, as a file users copy and edit:
+// tenant quotas (replacing the scenario's, tenant by tenant), partitions,
+// scheduler options, and per-class priority overrides.
+type Strategy struct {
+	Name        string               `yaml:"name"`
+	Description string               `yaml:"description"`
+	Tenants     []tenancy.TenantSpec `yaml:"tenants"`
+	Partitions  []tenancy.Partition  `yaml:"partitions"`
+	Options     StrategyOptions      `yaml:"options"`
+	Classes     []ClassOverride      `yaml:"classes"`
+}
+
+// StrategyOptions are the scheduler options a strategy sets.
+type StrategyOptions = config.Options
+
+// ClassOverride changes the priority or preemptibility of one workload
+// class (a generator's or service's class label).
+type ClassOverride struct {
+	Pos         yamlfile.Pos
+	Class       string             `yaml:"class"`
+	Priority    *workload.Priority `yaml:"priority"`
+	Preemptible *bool              `yaml:"preemptible"`
+	// Regions and Flavors replace the class's acceptable regions and GPU
+	// models (for internal work the operator may move freely).
+	Regions []string        `yaml:"regions"`
+	Flavors []fleet.ModelID `yaml:"flavors"`
+}
+
+// ParseStrategy decodes a strategy file.
+func ParseStrategy(file string, data []byte) (*Strategy, error) {
+	var st Strategy
+	if err := yamlfile.Decode(file, data, &st); err != nil {
+		return nil, err
+	}
+	if st.Name == "" {
+		return nil, yamlfile.Errors{{Pos: yamlfile.Pos{File: file, Line: 1, Col: 1}, Field: "name", Msg: "a strategy needs a name"}}
+	}
+	return &st, nil
+}
+
+// LoadStrategy reads name.yaml from fsys.
+func LoadStrategy(fsys fs.FS, name string) (*Strategy, error) {
+	data, err := fs.ReadFile(fsys, name+".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("sim: strategy %q: %w", name, err)
+	}
+	return ParseStrategy(name+".yaml", data)
+}
+
+// tenants returns the scenario's tenants with this strategy's quota
+// entries in place of theirs; tenants the strategy names and the scenario
+// does not are added.
+func (st *Strategy) tenants(base []tenancy.TenantSpec) []tenancy.TenantSpec {
+	out := make([]tenancy.TenantSpec, len(base))
+	copy(out, base)
+	for _, t := range st.Tenants {
+		found := false
+		for i := range out {
+			if out[i].Name == t.Name {
+				out[i].Quota = t.Quota
+				if t.Parent != "" {
+					out[i].Parent = t.Parent
+				}
+				found = true
+			}
+		}
+		if !found {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// override applies the strategy's class overrides to a new workload.
+func (st *Strategy) override(class string, w *workload.Spec) {
+	for _, c := range st.Classes {
+		if c.Class != class {
+			continue
+		}
+		if c.Priority != nil {
+			w.Priority = *c.Priority
+		}
+		if c.Preemptible != nil {
+			w.Preemptible = *c.Preemptible
+		}
+		if len(c.Regions) > 0 {
+			w.Regions = c.Regions
+		}
+		if len(c.Flavors) > 0 {
+			w.Flavors = c.Flavors
+		}
+	}
+}
+
+// schedOptions converts the strategy's options for the scheduler.
+func schedOptions(o StrategyOptions) sched.Options {
+	return sched.Options{Scorer: o.Scorer, DisablePreemption: o.DisablePreemption, OverflowBeforePreempt: o.OverflowBeforePreempt}
+}
