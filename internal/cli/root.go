@@ -24,6 +24,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newBenchCmd(),
 		newScheduleCmd(),
 		newValidateCmd(),
+		newSimCmd(),
 		newPolicyCmd(),
 	)
 	return root

@@ -559,3 +559,6 @@ func (s *Sim) reservationRoom(j *job) bool {
 	}
 	return used+j.gpus() <= capacity
 }
+
+// GPUs is the fleet's GPU count.
+func (s *Sim) GPUs() int { return int(s.capacity / resource.PerGPU) }

@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arbiterhq/arbiter/examples"
+	"github.com/arbiterhq/arbiter/internal/sim"
+)
+
+func newSimCmd() *cobra.Command {
+	var (
+		scenario, strategies, out, output string
+		days                              float64
+		seed                              uint64
+		printScenario                     bool
+		jobs                              int
+	)
+	cmd := &cobra.Command{
+		Use:   "sim [--scenario FILE] [--strategies static,dynamic,hybrid] [--days N] [--seed S] [--out DIR] [-o table|json]",
+		Short: "Simulate strategies over a scenario and compare them",
+		Long: `Replays a scenario (by default the embedded "contention" scenario: ~9,400 GPUs
+in three regions shared by internal AI work and cloud customers) under each
+strategy and prints the comparison. Writes DIR/results.json, DIR/<strategy>.csv
+time series and DIR/report.html.
+
+Strategies are names of the built-in files (static, dynamic, hybrid; see
+examples/strategies/) or paths to your own strategy files.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printScenario {
+				_, err := cmd.OutOrStdout().Write(sim.ContentionYAML())
+				return err
+			}
+			sc, err := sim.LoadScenario(scenario)
+			if err != nil {
+				return err
+			}
+			names := sc.Strategies
+			if strategies != "" {
+				names = strings.Split(strategies, ",")
+			}
+			if len(names) == 0 {
+				return errors.New("sim: no strategies: pass --strategies")
+			}
+			var sts []*sim.Strategy
+			for _, n := range names {
+				st, err := loadStrategy(strings.TrimSpace(n))
+				if err != nil {
+					return err
+				}
+				sts = append(sts, st)
+			}
+			if output != "table" && output != "json" {
+				return fmt.Errorf("unknown output format %q: use table or json", output)
+			}
+			duration := sc.Duration
+			if days > 0 {
+				duration = time.Duration(days * 24 * float64(time.Hour))
+			}
+			hours := int(duration.Hours())
+			bar := newProgress(cmd.ErrOrStderr(), hours*len(sts))
+			res := &sim.Results{Scenario: sc.Name, Seed: seed, Days: duration.Hours() / 24, Strategies: make([]*sim.StrategyResult, len(sts))}
+			errs := make([]error, len(sts))
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, max(1, jobs))
+			for i, st := range sts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					s, err := sim.New(sc, st, sim.Options{Seed: seed, Duration: duration, Progress: func(time.Duration, time.Duration) { bar.step() }})
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					res.Strategies[i] = s.Run()
+					if i == 0 {
+						res.GPUs = s.GPUs()
+					}
+				}()
+			}
+			wg.Wait()
+			bar.done()
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			if err := writeSimOutputs(out, res); err != nil {
+				return err
+			}
+			if output == "json" {
+				return res.WriteJSON(cmd.OutOrStdout())
+			}
+			writeSimTable(cmd.OutOrStdout(), res)
+			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s\n", strings.Join(simFiles(out, res), ", "))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&scenario, "scenario", "", "scenario file (default: the embedded contention scenario)")
+	f.StringVar(&strategies, "strategies", "", "comma-separated strategy names or files (default: the scenario's list)")
+	f.Float64Var(&days, "days", 0, "simulated days (default: the scenario's duration)")
+	f.Uint64Var(&seed, "seed", 1, "random seed")
+	f.StringVarP(&out, "out", "", "arbiter-out", "output directory")
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	f.BoolVar(&printScenario, "print-scenario", false, "print the embedded scenario and exit")
+	f.IntVarP(&jobs, "jobs", "j", 2, "strategies simulated in parallel")
+	return cmd
+}
+
+// loadStrategy reads a built-in strategy by name, or a strategy file.
+func loadStrategy(name string) (*sim.Strategy, error) {
+	if strings.HasSuffix(name, ".yaml") || strings.ContainsRune(name, os.PathSeparator) {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		return sim.ParseStrategy(name, data)
+	}
+	st, err := sim.LoadStrategy(examples.Strategies, "strategies/"+name)
+	if err != nil {
+		return nil, fmt.Errorf("sim: unknown strategy %q: use static, dynamic, hybrid or a file.yaml", name)
+	}
+	return st, nil
+}
+
+func simFiles(dir string, res *sim.Results) []string {
+	files := []string{filepath.Join(dir, "results.json")}
+	for _, s := range res.Strategies {
+		files = append(files, filepath.Join(dir, s.Strategy+".csv"))
+	}
+	return files
+}
+
+func writeSimOutputs(dir string, res *sim.Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	write := func(name string, fn func(io.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := write("results.json", res.WriteJSON); err != nil {
+		return err
+	}
+	for _, s := range res.Strategies {
+		if err := write(s.Strategy+".csv", s.WriteCSV); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeSimTable(w io.Writer, res *sim.Results) {
+	fmt.Fprintf(w, "scenario %s, %.0f days, %d GPUs, seed %d\n\n", res.Scenario, res.Days, res.GPUs, res.Seed)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "METRIC")
+	for _, s := range res.Strategies {
+		fmt.Fprintf(tw, "\t%s", strings.ToUpper(s.Strategy))
+	}
+	fmt.Fprintln(tw)
+	for _, c := range sim.Columns {
+		fmt.Fprint(tw, c.Label)
+		for _, s := range res.Strategies {
+			fmt.Fprintf(tw, "\t%s", c.Get(s))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
