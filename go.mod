@@ -2,11 +2,19 @@ module github.com/arbiterhq/arbiter
 
 go 1.26.8
 
-require github.com/spf13/cobra v1.10.2
+require (
+	github.com/prometheus/client_golang v1.25.0
+	github.com/spf13/cobra v1.10.2
+	go.etcd.io/bbolt v1.5.0
+)
 
 require (
-	github.com/prometheus/client_golang v1.25.0 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
 

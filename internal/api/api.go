@@ -1,0 +1,433 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// Error codes, one per kind of failure; the HTTP status follows the code.
+const (
+	CodeInvalid         = "InvalidArgument"      // 400
+	CodeUnauthenticated = "Unauthenticated"      // 401
+	CodeForbidden       = "Forbidden"            // 403
+	CodeNotFound        = "NotFound"             // 404
+	CodeMethod          = "MethodNotAllowed"     // 405
+	CodeConflict        = "Conflict"             // 409: exists, or changed meanwhile
+	CodeCapacity        = "InsufficientCapacity" // 409: a reservation cannot be met
+	CodeTooLarge        = "PayloadTooLarge"      // 413
+	CodeMediaType       = "UnsupportedMediaType" // 415
+	CodeRateLimited     = "TooManyRequests"      // 429
+	CodeInternal        = "Internal"             // 500
+	CodeUnavailable     = "Unavailable"          // 503
+)
+
+// Error is the body of every error answer.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	// Status is the HTTP status (set by the client, not sent).
+	Status int `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// GPUs is a GPU amount on the wire: a JSON number (8, 0.5) or a string
+// ("8", "0.5", "500m"). It is sent as a number.
+type GPUs resource.MilliGPU
+
+// MarshalJSON writes the amount as a number of GPUs.
+func (g GPUs) MarshalJSON() ([]byte, error) {
+	return []byte(resource.MilliGPU(g).String()), nil
+}
+
+// UnmarshalJSON accepts a number or a string.
+func (g *GPUs) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if strings.HasPrefix(s, `"`) {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	return g.UnmarshalYAMLScalar(s)
+}
+
+// UnmarshalYAMLScalar parses "8", "0.5" or "500m".
+func (g *GPUs) UnmarshalYAMLScalar(s string) error {
+	v, err := resource.ParseGPUs(s)
+	if err != nil {
+		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "resource: "))
+	}
+	*g = GPUs(v)
+	return nil
+}
+
+// Duration is a duration on the wire: "90s", "5m", "400h", "7d".
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON accepts a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"90s\", \"5m\" or \"2h\"")
+	}
+	return d.UnmarshalYAMLScalar(s)
+}
+
+// UnmarshalYAMLScalar parses "90s", "5m", "2h" or "7d".
+func (d *Duration) UnmarshalYAMLScalar(s string) error {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err == nil && n >= 0 && n < 1e5 {
+			*d = Duration(time.Duration(n * 24 * float64(time.Hour)))
+			return nil
+		}
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("invalid duration %q: write e.g. 90s, 5m, 2h or 7d", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// WorkloadSpec is a workload as submitted. Omitted fields take defaults:
+// kind batch, priority normal, replicas 1, topology any. The YAML form
+// (`arbiter workload submit -f job.yaml`) uses the same names.
+type WorkloadSpec struct {
+	Name               string            `json:"name" yaml:"name"`
+	Tenant             string            `json:"tenant,omitempty" yaml:"tenant"`
+	Kind               string            `json:"kind,omitempty" yaml:"kind"`
+	Priority           string            `json:"priority,omitempty" yaml:"priority"`
+	Preemptible        bool              `json:"preemptible,omitempty" yaml:"preemptible"`
+	GPUs               GPUs              `json:"gpus" yaml:"gpus"`
+	Replicas           int               `json:"replicas,omitempty" yaml:"replicas"`
+	CPUMilli           int64             `json:"cpu_milli,omitempty" yaml:"cpu_milli"`
+	MemoryMiB          int64             `json:"memory_mib,omitempty" yaml:"memory_mib"`
+	Flavors            []string          `json:"flavors" yaml:"flavors"`
+	Regions            []string          `json:"regions" yaml:"regions"`
+	Topology           string            `json:"topology,omitempty" yaml:"topology"`
+	ExpectedRuntime    Duration          `json:"expected_runtime,omitempty" yaml:"expected_runtime"`
+	CheckpointInterval Duration          `json:"checkpoint_interval,omitempty" yaml:"checkpoint_interval"`
+	GracePeriod        Duration          `json:"grace_period,omitempty" yaml:"grace_period"`
+	Reservation        string            `json:"reservation,omitempty" yaml:"reservation"`
+	MaxPrice           float64           `json:"max_price,omitempty" yaml:"max_price"`
+	Labels             map[string]string `json:"labels,omitempty" yaml:"labels"`
+}
+
+// FieldError is one problem with a field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+// ToWorkload converts and validates the spec (on its own, not against a
+// fleet). It returns every problem.
+func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
+	var errs []FieldError
+	add := func(f, format string, args ...any) {
+		errs = append(errs, FieldError{f, fmt.Sprintf(format, args...)})
+	}
+	out := workload.Spec{
+		Name: workload.ID(s.Name), Tenant: s.Tenant, Preemptible: s.Preemptible,
+		GPUs: resource.MilliGPU(s.GPUs), Replicas: s.Replicas,
+		CPU: resource.MilliCPU(s.CPUMilli), Memory: resource.MiB(s.MemoryMiB),
+		Regions: s.Regions, ExpectedRuntime: time.Duration(s.ExpectedRuntime),
+		CheckpointInterval: time.Duration(s.CheckpointInterval), GracePeriod: time.Duration(s.GracePeriod),
+		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
+	}
+	if out.Replicas == 0 {
+		out.Replicas = 1
+	}
+	for _, f := range s.Flavors {
+		out.Flavors = append(out.Flavors, fleet.ModelID(f))
+	}
+	if s.Kind != "" {
+		if err := out.Kind.UnmarshalYAMLScalar(s.Kind); err != nil {
+			add("kind", "%v", err)
+		}
+	}
+	out.Priority = workload.PriorityNormal
+	if s.Priority != "" {
+		p, err := workload.ParsePriority(s.Priority)
+		if err != nil {
+			add("priority", "%v", err)
+		}
+		out.Priority = p
+	}
+	if err := out.Topology.UnmarshalYAMLScalar(s.Topology); err != nil {
+		add("topology", "%v", err)
+	}
+	if len(s.Name) > 128 {
+		add("name", "name is longer than 128 characters")
+	}
+	if len(s.Flavors) > 32 || len(s.Regions) > 32 || len(s.Labels) > 64 {
+		add("flavors", "at most 32 flavors, 32 regions and 64 labels")
+	}
+	if math.IsNaN(s.MaxPrice) || math.IsInf(s.MaxPrice, 0) {
+		add("max_price", "max_price must be a number")
+	}
+	for _, fe := range out.Validate() {
+		if fe.Field == "tenant" {
+			continue // the server fills it from the token or path
+		}
+		add(fe.Field, "%s", fe.Msg)
+	}
+	return out, errs
+}
+
+// SpecFrom converts an internal spec to its wire form.
+func SpecFrom(s workload.Spec) WorkloadSpec {
+	out := WorkloadSpec{
+		Name: string(s.Name), Tenant: s.Tenant, Kind: s.Kind.String(), Priority: s.Priority.String(),
+		Preemptible: s.Preemptible, GPUs: GPUs(s.GPUs), Replicas: s.Replicas,
+		CPUMilli: int64(s.CPU), MemoryMiB: int64(s.Memory), Regions: s.Regions,
+		Topology: s.Topology.String(), ExpectedRuntime: Duration(s.ExpectedRuntime),
+		CheckpointInterval: Duration(s.CheckpointInterval), GracePeriod: Duration(s.GracePeriod),
+		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
+	}
+	for _, f := range s.Flavors {
+		out.Flavors = append(out.Flavors, string(f))
+	}
+	return out
+}
+
+// Replica is where one replica runs.
+type Replica struct {
+	Node  string `json:"node"`
+	GPUs  []int  `json:"gpus"`
+	Milli int64  `json:"milli"`
+}
+
+// Assignment is where a running workload sits.
+type Assignment struct {
+	Flavor        string    `json:"flavor"`
+	Region        string    `json:"region"`
+	OnReservation bool      `json:"on_reservation,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	Replicas      []Replica `json:"replicas"`
+}
+
+// Workload is a workload with its state.
+type Workload struct {
+	WorkloadSpec
+	State          string      `json:"state"` // Pending, Running, Cancelled
+	SubmittedAt    time.Time   `json:"submitted_at"`
+	Running        *Assignment `json:"running,omitempty"`
+	Preemptions    int         `json:"preemptions,omitempty"`
+	LastPreemption string      `json:"last_preemption,omitempty"`
+	Revision       int64       `json:"revision"`
+}
+
+// Why is the scheduler's answer to "why is my workload not running?".
+type Why struct {
+	Workload string `json:"workload"`
+	State    string `json:"state"`
+	// Code is a sched.ReasonCode for pending workloads ("" otherwise).
+	Code    string   `json:"code,omitempty"`
+	Reason  string   `json:"reason"`
+	Details []string `json:"details,omitempty"`
+	// PlanRevision is the store revision the last cycle looked at.
+	PlanRevision int64 `json:"plan_revision"`
+}
+
+// Quota is a tenant's quota entry for one flavor, optionally one region.
+type Quota struct {
+	Flavor     string  `json:"flavor" yaml:"flavor"`
+	Region     string  `json:"region,omitempty" yaml:"region"`
+	Guaranteed GPUs    `json:"guaranteed,omitempty" yaml:"guaranteed"`
+	Limit      *GPUs   `json:"limit,omitempty" yaml:"limit"`
+	Lendable   *GPUs   `json:"lendable,omitempty" yaml:"lendable"`
+	Weight     float64 `json:"weight,omitempty" yaml:"weight"`
+	Priority   int     `json:"priority,omitempty" yaml:"priority"`
+}
+
+// Tenant is a node of the tenant tree.
+type Tenant struct {
+	Name     string  `json:"name"`
+	Parent   string  `json:"parent,omitempty"`
+	Quotas   []Quota `json:"quotas,omitempty"`
+	Revision int64   `json:"revision,omitempty"`
+}
+
+// QuotaList replaces a tenant's quotas.
+type QuotaList struct {
+	Quotas []Quota `json:"quotas"`
+}
+
+// TokenRequest asks for a new tenant token.
+type TokenRequest struct {
+	Name string `json:"name"`
+}
+
+// Token is a created token. Secret is only ever returned at creation.
+type Token struct {
+	Name   string `json:"name"`
+	Tenant string `json:"tenant"`
+	Secret string `json:"secret,omitempty"`
+}
+
+// WhoAmI says who a token is.
+type WhoAmI struct {
+	Admin  bool   `json:"admin"`
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// Region is a region of the fleet.
+type Region struct {
+	Name  string   `json:"name"`
+	Zones []string `json:"zones"`
+	Nodes int      `json:"nodes"`
+	GPUs  int      `json:"gpus"`
+}
+
+// SKU is a machine size of the catalog.
+type SKU struct {
+	Name        string `json:"name"`
+	Model       string `json:"model"`
+	GPUs        int    `json:"gpus"`
+	VCPUs       int    `json:"vcpus"`
+	MemoryGiB   int    `json:"memory_gib"`
+	QuotaFamily string `json:"quota_family"`
+}
+
+// Node is a registered machine with its allocation.
+type Node struct {
+	ID          string            `json:"id"`
+	Region      string            `json:"region"`
+	Zone        string            `json:"zone,omitempty"`
+	Block       string            `json:"block"`
+	SKU         string            `json:"sku"`
+	Model       string            `json:"model"`
+	GPUs        int               `json:"gpus"`
+	Allocated   GPUs              `json:"allocated_gpus"`
+	Reservation string            `json:"reservation,omitempty"`
+	Down        bool              `json:"down,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
+// NodeRegistration registers a machine (the agent API; admin here).
+type NodeRegistration struct {
+	ID     string            `json:"id"`
+	Region string            `json:"region"`
+	Zone   string            `json:"zone,omitempty"`
+	Block  string            `json:"block"`
+	SKU    string            `json:"sku"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Down   bool              `json:"down,omitempty"`
+}
+
+// ReservationRequest creates a capacity reservation.
+type ReservationRequest struct {
+	Name     string    `json:"name"`
+	Tenant   string    `json:"tenant,omitempty"`
+	Region   string    `json:"region"`
+	Zone     string    `json:"zone,omitempty"`
+	SKU      string    `json:"sku"`
+	Capacity int       `json:"capacity"`
+	Start    time.Time `json:"start,omitzero"`
+	End      time.Time `json:"end,omitzero"`
+}
+
+// Resize changes a reservation's capacity.
+type Resize struct {
+	Capacity int `json:"capacity"`
+}
+
+// Reservation is a capacity reservation with its utilization.
+type Reservation struct {
+	Name     string    `json:"name"`
+	Tenant   string    `json:"tenant"`
+	Region   string    `json:"region"`
+	Zone     string    `json:"zone,omitempty"`
+	SKU      string    `json:"sku"`
+	Capacity int       `json:"capacity"`
+	Start    time.Time `json:"start,omitzero"`
+	End      time.Time `json:"end,omitzero"`
+	Nodes    []string  `json:"nodes"`
+	// ReservedGPUs is capacity × GPUs per machine; AllocatedGPUs what the
+	// owner's workloads use of it; BorrowedGPUs what preemptible work of
+	// others runs on it while idle (evicted when the owner claims it).
+	ReservedGPUs  GPUs  `json:"reserved_gpus"`
+	AllocatedGPUs GPUs  `json:"allocated_gpus"`
+	BorrowedGPUs  GPUs  `json:"borrowed_gpus"`
+	Revision      int64 `json:"revision"`
+}
+
+// Usage is one quota family of a tenant in a region: its current value
+// and limit, in GPUs. Limit is nil when unlimited.
+type Usage struct {
+	Name         string   `json:"name"`
+	Tenant       string   `json:"tenant"`
+	Region       string   `json:"region"`
+	Flavor       string   `json:"flavor"`
+	CurrentValue float64  `json:"currentValue"`
+	Limit        *float64 `json:"limit"`
+	Guaranteed   float64  `json:"guaranteed"`
+	Unit         string   `json:"unit"`
+}
+
+// PolicyApply applies a policy file (its YAML text).
+type PolicyApply struct {
+	Name   string `json:"name"`
+	File   string `json:"file,omitempty"`
+	Source string `json:"source"`
+}
+
+// Policy is an applied policy.
+type Policy struct {
+	Name      string    `json:"name"`
+	File      string    `json:"file"`
+	Format    string    `json:"format"`
+	Rules     []string  `json:"rules"`
+	AppliedAt time.Time `json:"applied_at"`
+	Revision  int64     `json:"revision"`
+}
+
+// Firing is one state change of a policy rule.
+type Firing struct {
+	Seq    int64     `json:"seq"`
+	Policy string    `json:"policy"`
+	Rule   string    `json:"rule"`
+	Event  string    `json:"event"`
+	Time   time.Time `json:"time"`
+	DryRun bool      `json:"dry_run,omitempty"`
+	Text   string    `json:"text"`
+}
+
+// Event is one change of the state.
+type Event struct {
+	Seq     int64     `json:"seq"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Object  string    `json:"object"`
+	Tenant  string    `json:"tenant,omitempty"`
+	Message string    `json:"message,omitempty"`
+}
+
+// Events is a page of the event stream; pass Next as ?after= to continue.
+type Events struct {
+	Items []Event `json:"items"`
+	Next  int64   `json:"next"`
+}
+
+// List is the envelope of every list answer.
+type List[T any] struct {
+	Items []T `json:"items"`
+}

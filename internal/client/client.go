@@ -1,0 +1,293 @@
+// Package client is the Go client of Arbiter's REST API, used by the CLI
+// and the tests.
+//
+//	c := client.New("http://127.0.0.1:7070", os.Getenv("ARBITER_TOKEN"))
+//	w, err := c.Submit(ctx, "contoso", api.WorkloadSpec{Name: "job1", GPUs: 8, ...})
+//	var ae *api.Error
+//	if errors.As(err, &ae) && ae.Code == api.CodeNotFound { ... }
+//
+// Every error answer of the server comes back as an *api.Error with its
+// HTTP status; transport problems come back as they are.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+)
+
+// Client talks to one server with one token.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// New returns a client of the server at base (e.g. http://127.0.0.1:7070).
+func New(base, token string) *Client {
+	base = strings.TrimRight(base, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	return &Client{base: base, token: token, hc: &http.Client{Transport: tr, Timeout: 90 * time.Second}}
+}
+
+// Do sends one request: in (when not nil) as the JSON body, the answer
+// decoded into out (when not nil).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 400 {
+		ae := &api.Error{}
+		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
+			ae = &api.Error{Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+		}
+		ae.Status = resp.StatusCode
+		return ae
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("client: decoding the answer of %s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+func esc(s string) string { return url.PathEscape(s) }
+
+func tpath(tenant string, rest ...string) string {
+	p := "/v1/tenants/" + esc(tenant)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+func query(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+// WhoAmI says whom the token acts for.
+func (c *Client) WhoAmI(ctx context.Context) (api.WhoAmI, error) {
+	var out api.WhoAmI
+	return out, c.Do(ctx, "GET", "/v1/whoami", nil, &out)
+}
+
+func list[T any](c *Client, ctx context.Context, path string) ([]T, error) {
+	var out api.List[T]
+	err := c.Do(ctx, "GET", path, nil, &out)
+	return out.Items, err
+}
+
+// Regions lists the fleet's regions.
+func (c *Client) Regions(ctx context.Context) ([]api.Region, error) {
+	return list[api.Region](c, ctx, "/v1/regions")
+}
+
+// SKUs lists the catalog's machine sizes.
+func (c *Client) SKUs(ctx context.Context) ([]api.SKU, error) {
+	return list[api.SKU](c, ctx, "/v1/skus")
+}
+
+// Nodes lists machines (admin), optionally of one region.
+func (c *Client) Nodes(ctx context.Context, region string) ([]api.Node, error) {
+	return list[api.Node](c, ctx, "/v1/nodes"+query("region", region))
+}
+
+// RegisterNode registers a machine (admin).
+func (c *Client) RegisterNode(ctx context.Context, n api.NodeRegistration) (api.Node, error) {
+	var out api.Node
+	return out, c.Do(ctx, "POST", "/v1/nodes", n, &out)
+}
+
+// Tenants lists tenants (all for the admin, itself for a tenant).
+func (c *Client) Tenants(ctx context.Context) ([]api.Tenant, error) {
+	return list[api.Tenant](c, ctx, "/v1/tenants")
+}
+
+// Tenant shows one tenant.
+func (c *Client) Tenant(ctx context.Context, name string) (api.Tenant, error) {
+	var out api.Tenant
+	return out, c.Do(ctx, "GET", tpath(name), nil, &out)
+}
+
+// CreateTenant creates a tenant (admin).
+func (c *Client) CreateTenant(ctx context.Context, t api.Tenant) (api.Tenant, error) {
+	var out api.Tenant
+	return out, c.Do(ctx, "POST", "/v1/tenants", t, &out)
+}
+
+// DeleteTenant deletes a tenant without workloads, reservations or children (admin).
+func (c *Client) DeleteTenant(ctx context.Context, name string) error {
+	return c.Do(ctx, "DELETE", tpath(name), nil, nil)
+}
+
+// SetQuotas replaces a tenant's quotas (admin).
+func (c *Client) SetQuotas(ctx context.Context, tenant string, qs []api.Quota) (api.Tenant, error) {
+	var out api.Tenant
+	return out, c.Do(ctx, "PUT", tpath(tenant, "quotas"), api.QuotaList{Quotas: qs}, &out)
+}
+
+// CreateToken creates a token for a tenant (admin); the secret is only
+// returned here.
+func (c *Client) CreateToken(ctx context.Context, tenant, name string) (api.Token, error) {
+	var out api.Token
+	return out, c.Do(ctx, "POST", tpath(tenant, "tokens"), api.TokenRequest{Name: name}, &out)
+}
+
+// Usage lists each quota family's current value and limit for a tenant
+// ("" for every tenant the token sees) in a region ("" for all).
+func (c *Client) Usage(ctx context.Context, tenant, region string) ([]api.Usage, error) {
+	if tenant == "" {
+		return list[api.Usage](c, ctx, "/v1/usage"+query("region", region))
+	}
+	return list[api.Usage](c, ctx, tpath(tenant, "usage")+query("region", region))
+}
+
+// Reservations lists a tenant's reservations.
+func (c *Client) Reservations(ctx context.Context, tenant string) ([]api.Reservation, error) {
+	return list[api.Reservation](c, ctx, tpath(tenant, "reservations"))
+}
+
+// Reservation shows one reservation with its utilization.
+func (c *Client) Reservation(ctx context.Context, tenant, name string) (api.Reservation, error) {
+	var out api.Reservation
+	return out, c.Do(ctx, "GET", tpath(tenant, "reservations", esc(name)), nil, &out)
+}
+
+// CreateReservation reserves capacity, all or nothing.
+func (c *Client) CreateReservation(ctx context.Context, tenant string, r api.ReservationRequest) (api.Reservation, error) {
+	var out api.Reservation
+	return out, c.Do(ctx, "POST", tpath(tenant, "reservations"), r, &out)
+}
+
+// ResizeReservation changes a reservation's capacity.
+func (c *Client) ResizeReservation(ctx context.Context, tenant, name string, capacity int) (api.Reservation, error) {
+	var out api.Reservation
+	return out, c.Do(ctx, "PATCH", tpath(tenant, "reservations", esc(name)), api.Resize{Capacity: capacity}, &out)
+}
+
+// DeleteReservation deletes a reservation no live workload uses.
+func (c *Client) DeleteReservation(ctx context.Context, tenant, name string) error {
+	return c.Do(ctx, "DELETE", tpath(tenant, "reservations", esc(name)), nil, nil)
+}
+
+// Workloads lists a tenant's workloads ("" tenant: every one the token
+// sees), optionally in one state.
+func (c *Client) Workloads(ctx context.Context, tenant, state string) ([]api.Workload, error) {
+	if tenant == "" {
+		return list[api.Workload](c, ctx, "/v1/workloads"+query("state", state))
+	}
+	return list[api.Workload](c, ctx, tpath(tenant, "workloads")+query("state", state))
+}
+
+// Workload shows one workload.
+func (c *Client) Workload(ctx context.Context, tenant, name string) (api.Workload, error) {
+	var out api.Workload
+	return out, c.Do(ctx, "GET", tpath(tenant, "workloads", esc(name)), nil, &out)
+}
+
+// Submit submits a workload; it is durable when this returns nil.
+func (c *Client) Submit(ctx context.Context, tenant string, s api.WorkloadSpec) (api.Workload, error) {
+	var out api.Workload
+	return out, c.Do(ctx, "POST", tpath(tenant, "workloads"), s, &out)
+}
+
+// Cancel cancels a workload (a no-op when it already ended).
+func (c *Client) Cancel(ctx context.Context, tenant, name string) (api.Workload, error) {
+	var out api.Workload
+	return out, c.Do(ctx, "POST", tpath(tenant, "workloads", esc(name), "cancel"), nil, &out)
+}
+
+// Why says why a workload is where it is.
+func (c *Client) Why(ctx context.Context, tenant, name string) (api.Why, error) {
+	var out api.Why
+	return out, c.Do(ctx, "GET", tpath(tenant, "workloads", esc(name), "why"), nil, &out)
+}
+
+// ApplyPolicy applies (creates or replaces) a policy (admin).
+func (c *Client) ApplyPolicy(ctx context.Context, p api.PolicyApply) (api.Policy, error) {
+	var out api.Policy
+	return out, c.Do(ctx, "POST", "/v1/policies", p, &out)
+}
+
+// Policies lists applied policies (admin).
+func (c *Client) Policies(ctx context.Context) ([]api.Policy, error) {
+	return list[api.Policy](c, ctx, "/v1/policies")
+}
+
+// DeletePolicy removes a policy (admin).
+func (c *Client) DeletePolicy(ctx context.Context, name string) error {
+	return c.Do(ctx, "DELETE", "/v1/policies/"+esc(name), nil, nil)
+}
+
+// Firings lists a policy's firings (admin).
+func (c *Client) Firings(ctx context.Context, name string) ([]api.Firing, error) {
+	return list[api.Firing](c, ctx, "/v1/policies/"+esc(name)+"/firings")
+}
+
+// Events returns the events after seq, waiting up to wait for the first.
+func (c *Client) Events(ctx context.Context, after int64, wait time.Duration, limit int) (api.Events, error) {
+	var out api.Events
+	q := query("after", strconv.FormatInt(after, 10), "wait", durStr(wait), "limit", intStr(limit))
+	return out, c.Do(ctx, "GET", "/v1/events"+q, nil, &out)
+}
+
+func durStr(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func intStr(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
+)
+
+type metrics struct {
+	reg         *prometheus.Registry
+	allocated   *prometheus.GaugeVec
+	capacity    *prometheus.GaugeVec
+	pendingW    *prometheus.GaugeVec
+	pendingG    *prometheus.GaugeVec
+	resGPUs     *prometheus.GaugeVec
+	cycle       prometheus.Histogram
+	preemptions *prometheus.CounterVec
+	conflicts   prometheus.Counter
+	firings     *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	submissions prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		allocated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "arbiter_gpus_allocated",
+			Help: "GPUs allocated to running workloads, by tenant, flavor and region."}, []string{"tenant", "flavor", "region"}),
+		capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "arbiter_gpus_capacity",
+			Help: "GPUs of the fleet, by flavor and region (down nodes excluded)."}, []string{"flavor", "region"}),
+		pendingW: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "arbiter_pending_workloads",
+			Help: "Workloads waiting after the last cycle, by tenant and reason code."}, []string{"tenant", "code"}),
+		pendingG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "arbiter_pending_gpus",
+			Help: "GPUs asked for by pending workloads, by tenant."}, []string{"tenant"}),
+		resGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "arbiter_reservation_gpus",
+			Help: "Reservation capacity (state=reserved) and what its owner uses of it (state=allocated)."}, []string{"tenant", "reservation", "state"}),
+		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "arbiter_schedule_cycle_seconds",
+			Help: "Duration of a scheduling cycle: snapshot, schedule and apply.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_preemptions_total",
+			Help: "Workloads preempted, by the victim's tenant."}, []string{"tenant"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_plan_conflicts_total",
+			Help: "Plans rejected because the state changed while they were computed."}),
+		firings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_policy_firings_total",
+			Help: "Policy rule state changes, by policy, rule and event."}, []string{"policy", "rule", "event"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_http_requests_total",
+			Help: "API requests by route and status code."}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "arbiter_http_request_seconds",
+			Help: "API request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"route"}),
+		submissions: prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_workload_submissions_total",
+			Help: "Workloads accepted (durably stored)."}),
+	}
+	m.reg.MustRegister(m.allocated, m.capacity, m.pendingW, m.pendingG, m.resGPUs, m.cycle, m.preemptions,
+		m.conflicts, m.firings, m.requests, m.latency, m.submissions,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe sets the gauges from a cycle's input and plan.
+func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
+	after := sched.Apply(in.Workloads, plan, in.Now)
+	m.allocated.Reset()
+	m.pendingG.Reset()
+	m.pendingW.Reset()
+	m.capacity.Reset()
+	m.resGPUs.Reset()
+	down := map[string]bool{}
+	for _, id := range w.Down {
+		down[string(id)] = true
+	}
+	for _, n := range w.Fleet.Nodes {
+		if !down[string(n.ID)] {
+			m.capacity.WithLabelValues(string(n.Model), n.Region).Add(float64(n.GPUs))
+		}
+	}
+	resUse := map[string]resource.MilliGPU{}
+	for _, x := range after {
+		if x.Running == nil {
+			m.pendingG.WithLabelValues(x.Tenant).Add(gpus(x.TotalGPUs()))
+			continue
+		}
+		m.allocated.WithLabelValues(x.Tenant, string(x.Running.Flavor), x.Running.Region).Add(gpus(x.TotalGPUs()))
+		if x.Running.OnReservation {
+			resUse[x.Reservation] = resUse[x.Reservation].Add(x.TotalGPUs())
+		}
+	}
+	for _, p := range plan.Pending {
+		m.pendingW.WithLabelValues(tenantOf(string(p.Workload)), string(p.Code)).Inc()
+	}
+	for _, p := range plan.Preemptions {
+		m.preemptions.WithLabelValues(tenantOf(string(p.Workload))).Inc()
+	}
+	for _, r := range w.Reservations {
+		per := 0
+		if sku, ok := w.Catalog.SKU(r.SKU); ok {
+			per = sku.GPUs
+		}
+		m.resGPUs.WithLabelValues(r.Tenant, r.Name, "reserved").Set(float64(per * r.Count))
+		m.resGPUs.WithLabelValues(r.Tenant, r.Name, "allocated").Set(gpus(resUse[r.Key()]))
+	}
+}
+
+func gpus(m resource.MilliGPU) float64 { return float64(m) / resource.PerGPU }
+
+func tenantOf(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i]
+		}
+	}
+	return key
+}
+

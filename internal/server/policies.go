@@ -1,0 +1,429 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/yamlfile"
+)
+
+// policyRunner evaluates the applied policies on live metrics sampled
+// from the state, records every firing, and applies the actions in force
+// to the scheduler's input. The server applies set_limit and scale_down on
+// tenant targets; other actions are recorded as firings (and counted in
+// metrics) but do not change scheduling yet.
+type policyRunner struct {
+	s       *Server
+	mu      sync.Mutex
+	engines map[string]*policy.Engine
+	active  map[string][]policy.ActiveAction
+	windows *policy.Windows
+}
+
+// policyWindow is the width of the metric windows policies read.
+const policyWindow = 5 * time.Minute
+
+func newPolicyRunner(s *Server) *policyRunner {
+	return &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
+		windows: policy.NewWindows(policyWindow)}
+}
+
+// knownTargets lists what policies may name: tenants, GPU models, regions,
+// workload classes (kinds, priority classes, "class" labels), pools
+// ("pool" labels of nodes) and services ("service" labels).
+func knownTargets(wd *world) policy.Targets {
+	set := func(m map[string]bool) []string {
+		out := make([]string, 0, len(m))
+		for k := range m {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	classes := map[string]bool{"vm": true, "training": true, "inference": true, "batch": true,
+		"critical": true, "high": true, "normal": true, "low": true, "spot": true}
+	pools, services, regions := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, x := range wd.Workloads {
+		if c := x.Spec.Labels["class"]; c != "" {
+			classes[c] = true
+		}
+		if v := x.Spec.Labels["service"]; v != "" {
+			services[v] = true
+		}
+	}
+	for _, n := range wd.Nodes {
+		if p := n.Labels["pool"]; p != "" {
+			pools[p] = true
+		}
+		regions[n.Region] = true
+	}
+	k := policy.Targets{Classes: set(classes), Pools: set(pools), Services: set(services), Regions: set(regions)}
+	for _, t := range wd.Tenants {
+		k.Tenants = append(k.Tenants, t.Name)
+	}
+	for _, m := range wd.Catalog.ModelNames() {
+		k.Flavors = append(k.Flavors, string(m))
+	}
+	return k
+}
+
+// compile loads, resolves and builds an engine for a policy's source.
+func compile(wd *world, name, file, source string) (*policy.Policy, *policy.Engine, error) {
+	if file == "" {
+		file = name + ".yaml"
+	}
+	p, err := policy.Load(file, []byte(source))
+	if err == nil {
+		err = p.Resolve(knownTargets(wd))
+	}
+	if err != nil {
+		field := "source"
+		var ye yamlfile.Errors
+		if errors.As(err, &ye) && len(ye) > 0 && ye[0].Field != "" {
+			field = "source." + ye[0].Field
+		}
+		msg := strings.TrimPrefix(err.Error(), "policy: ")
+		return nil, nil, apiErr(http.StatusBadRequest, api.CodeInvalid, field, "%s", msg)
+	}
+	eng, err := policy.NewEngine(p)
+	if err != nil {
+		return nil, nil, apiErr(http.StatusBadRequest, api.CodeInvalid, "source", "%v", err)
+	}
+	return p, eng, nil
+}
+
+func (pr *policyRunner) load(ctx context.Context) error {
+	return pr.s.st.View(ctx, func(tx store.ReadTx) error {
+		wd, err := loadWorld(tx, pr.s.cat.Load(), true)
+		if err != nil {
+			return err
+		}
+		ps, err := store.List[store.Policy](tx, "")
+		if err != nil {
+			return err
+		}
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		for _, p := range ps {
+			_, eng, err := compile(wd, p.Name, p.File, p.Source)
+			if err != nil {
+				pr.s.log.Warn("policy no longer valid; skipped", "policy", p.Name, "err", err)
+				continue
+			}
+			pr.engines[p.Name] = eng
+		}
+		return nil
+	})
+}
+
+func (pr *policyRunner) set(name string, eng *policy.Engine) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if eng == nil {
+		delete(pr.engines, name)
+	} else {
+		pr.engines[name] = eng
+	}
+	delete(pr.active, name)
+}
+
+// sample records the metrics policies read: utilization and pending GPUs of
+// the cluster, each tenant, flavor and region.
+func (pr *policyRunner) sample(wd *world, now time.Time) {
+	capFlavor, capRegion := map[string]float64{}, map[string]float64{}
+	var capAll float64
+	down := map[string]bool{}
+	for _, id := range wd.Down {
+		down[string(id)] = true
+	}
+	for _, n := range wd.Fleet.Nodes {
+		if !down[string(n.ID)] {
+			capAll += float64(n.GPUs)
+			capFlavor[string(n.Model)] += float64(n.GPUs)
+			capRegion[n.Region] += float64(n.GPUs)
+		}
+	}
+	used := map[policy.Target]float64{}
+	pending := map[policy.Target]float64{}
+	for _, x := range wd.Workloads {
+		g := gpus(x.Spec.TotalGPUs())
+		if x.Running == nil {
+			pending[policy.Cluster] += g
+			pending[policy.Target{Kind: policy.TargetTenant, Name: x.Tenant}] += g
+			continue
+		}
+		used[policy.Cluster] += g
+		used[policy.Target{Kind: policy.TargetTenant, Name: x.Tenant}] += g
+		used[policy.Target{Kind: policy.TargetFlavor, Name: string(x.Running.Flavor)}] += g
+		used[policy.Target{Kind: policy.TargetRegion, Name: x.Running.Region}] += g
+	}
+	util := func(t policy.Target, capacity float64) {
+		if capacity > 0 {
+			pr.windows.ObserveMetric(policy.MetricUtilization, t, now, used[t]/capacity)
+		}
+	}
+	util(policy.Cluster, capAll)
+	for f, c := range capFlavor {
+		util(policy.Target{Kind: policy.TargetFlavor, Name: f}, c)
+	}
+	for r, c := range capRegion {
+		util(policy.Target{Kind: policy.TargetRegion, Name: r}, c)
+	}
+	for _, t := range wd.Tenants {
+		tt := policy.Target{Kind: policy.TargetTenant, Name: t.Name}
+		util(tt, capAll)
+		pr.windows.ObserveMetric(policy.MetricPendingGPUs, tt, now, pending[tt])
+	}
+	pr.windows.ObserveMetric(policy.MetricPendingGPUs, policy.Cluster, now, pending[policy.Cluster])
+	pr.windows.Advance(now)
+}
+
+// tick samples metrics, evaluates every policy and records the firings.
+func (pr *policyRunner) tick(ctx context.Context) {
+	var wd *world
+	err := pr.s.st.View(ctx, func(tx store.ReadTx) error {
+		var err error
+		wd, err = loadWorld(tx, pr.s.cat.Load(), true)
+		return err
+	})
+	if err != nil {
+		return
+	}
+	now := pr.s.now()
+	pr.mu.Lock()
+	pr.sample(wd, now)
+	var firings []*store.Firing
+	names := make([]string, 0, len(pr.engines))
+	for n := range pr.engines {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		step := pr.engines[n].Evaluate(now, pr.windows)
+		pr.active[n] = step.Active
+		for _, f := range step.Firings {
+			firings = append(firings, &store.Firing{Policy: n, Rule: f.Rule, Event: f.Event.String(), Time: f.Time, DryRun: f.DryRun, Text: f.String()})
+			pr.s.metrics.firings.WithLabelValues(n, f.Rule, f.Event.String()).Inc()
+		}
+	}
+	pr.mu.Unlock()
+	if len(firings) == 0 {
+		return
+	}
+	err = pr.s.st.Update(ctx, func(tx store.WriteTx) error {
+		for _, f := range firings {
+			if err := store.AppendFiring(tx, f); err != nil {
+				return err
+			}
+			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "PolicyFiring", Object: "policies/" + f.Policy, Message: f.Text}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		pr.s.log.Error("policy: recording firings", "err", err)
+		return
+	}
+	for _, f := range firings {
+		pr.s.log.Info("policy firing", "policy", f.Policy, "rule", f.Rule, "event", f.Event, "text", f.Text)
+	}
+	pr.s.notify(true)
+}
+
+// adjust returns the tenant tree with the actions in force applied.
+func (pr *policyRunner) adjust(w *world) *tenancy.Tree {
+	pr.mu.Lock()
+	var acts []policy.ActiveAction
+	for _, n := range sortedKeys(pr.active) {
+		acts = append(acts, pr.active[n]...)
+	}
+	pr.mu.Unlock()
+	changed := false
+	ts := make([]*store.Tenant, len(w.Tenants))
+	for i, t := range w.Tenants {
+		c := *t
+		c.Quotas = append([]store.Quota(nil), t.Quotas...)
+		ts[i] = &c
+	}
+	for _, a := range acts {
+		if a.Action.Target.Kind != policy.TargetTenant {
+			continue
+		}
+		for _, t := range ts {
+			if t.Name != a.Action.Target.Name {
+				continue
+			}
+			for qi := range t.Quotas {
+				q := &t.Quotas[qi]
+				switch a.Action.Type {
+				case policy.ActionSetLimit:
+					l := max(resource.MilliGPU(a.Action.Limit.Value*resource.PerGPU), q.Guaranteed)
+					q.Limit, changed = &l, true
+				case policy.ActionScaleDown:
+					if q.Limit != nil {
+						l := max(resource.MilliGPU(float64(*q.Limit)*a.Action.MinCapacity.Value), q.Guaranteed)
+						q.Limit, changed = &l, true
+					}
+				}
+			}
+		}
+	}
+	if !changed {
+		return w.Tree
+	}
+	tree, err := buildTree(ts)
+	if err != nil {
+		pr.s.log.Warn("policy: actions make the tenant tree invalid; not applied", "err", err)
+		return w.Tree
+	}
+	return tree
+}
+
+// ---- handlers ----
+
+func policyOut(p *store.Policy) api.Policy {
+	o := api.Policy{Name: p.Name, File: p.File, AppliedAt: p.AppliedAt, Revision: p.Meta.Revision, Rules: []string{}}
+	if pol, err := policy.Load(p.File, []byte(p.Source)); err == nil {
+		o.Format = pol.Format.String()
+		for _, r := range pol.Rules {
+			o.Rules = append(o.Rules, r.Name)
+		}
+	}
+	return o
+}
+
+func (s *Server) applyPolicy(w http.ResponseWriter, r *http.Request) error {
+	if err := requireAdmin(r); err != nil {
+		return err
+	}
+	var req api.PolicyApply
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if !validName(req.Name) {
+		return badName("name", req.Name)
+	}
+	if strings.TrimSpace(req.Source) == "" {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "source", "source is empty: send the policy file's YAML")
+	}
+	if req.File == "" {
+		req.File = req.Name + ".yaml"
+	}
+	var eng *policy.Engine
+	p := &store.Policy{Name: req.Name, File: req.File, Source: req.Source, AppliedAt: s.now()}
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
+		wd, err := loadWorld(tx, s.cat.Load(), true)
+		if err != nil {
+			return err
+		}
+		if _, eng, err = compile(wd, req.Name, req.File, req.Source); err != nil {
+			return err
+		}
+		if err := store.Put(tx, p, store.Any); err != nil {
+			return err
+		}
+		return store.AppendEvent(tx, &store.Event{Time: p.AppliedAt, Type: "PolicyApplied", Object: "policies/" + p.Name})
+	})
+	if err != nil {
+		return err
+	}
+	s.policies.set(p.Name, eng)
+	s.notify(false)
+	writeJSON(w, http.StatusOK, policyOut(p))
+	return nil
+}
+
+func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) error {
+	if err := requireAdmin(r); err != nil {
+		return err
+	}
+	out := []api.Policy{}
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+		ps, err := store.List[store.Policy](tx, "")
+		for _, p := range ps {
+			out = append(out, policyOut(p))
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.List[api.Policy]{Items: out})
+	return nil
+}
+
+func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request) error {
+	if err := requireAdmin(r); err != nil {
+		return err
+	}
+	var p *store.Policy
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var err error
+		p, err = store.Get[store.Policy](tx, r.PathValue("name"))
+		return err
+	})
+	if err != nil {
+		return notFound("policy", r.PathValue("name"))
+	}
+	writeJSON(w, http.StatusOK, policyOut(p))
+	return nil
+}
+
+func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) error {
+	if err := requireAdmin(r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
+		if err := store.Delete(tx, store.KindPolicy, name); err != nil {
+			return notFound("policy", name)
+		}
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "PolicyDeleted", Object: "policies/" + name})
+	})
+	if err != nil {
+		return err
+	}
+	s.policies.set(name, nil)
+	s.notify(true)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) listFirings(w http.ResponseWriter, r *http.Request) error {
+	if err := requireAdmin(r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	out := []api.Firing{}
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+		if _, ok := tx.GetRaw(store.KindPolicy, name); !ok {
+			return notFound("policy", name)
+		}
+		fs, err := store.List[store.Firing](tx, "")
+		for _, f := range fs {
+			if f.Policy == name {
+				out = append(out, api.Firing{Seq: f.Seq, Policy: f.Policy, Rule: f.Rule, Event: f.Event, Time: f.Time, DryRun: f.DryRun, Text: f.Text})
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.List[api.Firing]{Items: out})
+	return nil
+}
+
+var _ = fmt.Sprint

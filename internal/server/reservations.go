@@ -1,0 +1,256 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+)
+
+// maxReservation bounds one reservation's machine count.
+const maxReservation = 10_000
+
+// reservationOut adds utilization: reserved capacity, what the owner's
+// workloads on it use, and what others' preemptible work borrows of it.
+func reservationOut(wd *world, r *store.Reservation) api.Reservation {
+	o := api.Reservation{Name: r.Name, Tenant: r.Tenant, Region: r.Region, Zone: r.Zone, SKU: string(r.SKU),
+		Capacity: r.Count, Start: r.Start, End: r.End, Nodes: []string{}, Revision: r.Meta.Revision}
+	on := map[fleet.NodeID]bool{}
+	for _, n := range r.Nodes {
+		o.Nodes = append(o.Nodes, string(n))
+		on[n] = true
+	}
+	if sku, ok := wd.Catalog.SKU(r.SKU); ok {
+		o.ReservedGPUs = api.GPUs(resource.GPUs(sku.GPUs * r.Count))
+	}
+	for _, x := range wd.Workloads {
+		if x.Running == nil {
+			continue
+		}
+		mine := x.Tenant == r.Tenant && x.Running.OnReservation && x.Spec.Reservation == r.Name
+		for _, rep := range x.Running.Replicas {
+			if !on[rep.Node] {
+				continue
+			}
+			g := replicaGPUs(rep.Milli, len(rep.GPUs), x.Spec.GPUs)
+			if mine {
+				o.AllocatedGPUs += api.GPUs(g)
+			} else {
+				o.BorrowedGPUs += api.GPUs(g)
+			}
+		}
+	}
+	return o
+}
+
+func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return err
+	}
+	wd, err := s.readWorld(r, true)
+	if err != nil {
+		return err
+	}
+	out := []api.Reservation{}
+	for _, x := range wd.Reservations {
+		if x.Tenant == tenant {
+			out = append(out, reservationOut(wd, x))
+		}
+	}
+	writeJSON(w, http.StatusOK, api.List[api.Reservation]{Items: out})
+	return nil
+}
+
+func findReservation(wd *world, tenant, name string) *store.Reservation {
+	for _, x := range wd.Reservations {
+		if x.Tenant == tenant && x.Name == name {
+			return x
+		}
+	}
+	return nil
+}
+
+func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return err
+	}
+	wd, err := s.readWorld(r, true)
+	if err != nil {
+		return err
+	}
+	x := findReservation(wd, tenant, r.PathValue("name"))
+	if x == nil {
+		return notFound("reservation", r.PathValue("name"))
+	}
+	writeJSON(w, http.StatusOK, reservationOut(wd, x))
+	return nil
+}
+
+// createReservation binds the whole capacity or nothing (409
+// InsufficientCapacity, naming what is available).
+func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return err
+	}
+	var req api.ReservationRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.Tenant != "" && req.Tenant != tenant:
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "tenant", "tenant %q differs from the tenant in the path; leave it out", req.Tenant)
+	case !validName(req.Name):
+		return badName("name", req.Name)
+	case req.Capacity < 1 || req.Capacity > maxReservation:
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "capacity", "capacity must be between 1 and %d machines, got %d", maxReservation, req.Capacity)
+	case req.Region == "":
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "region", "a reservation needs a region")
+	case !req.End.IsZero() && !req.End.After(req.Start):
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "end", "end must be after start")
+	}
+	if _, ok := s.cat.Load().SKU(fleet.SKUName(req.SKU)); !ok {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "sku", "unknown SKU %q (see GET /v1/skus)", req.SKU)
+	}
+	var wd *world
+	var res *store.Reservation
+	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+		if err := tenantExists(tx, tenant); err != nil {
+			return err
+		}
+		if _, ok := tx.GetRaw(store.KindReservation, store.ReservationKey(tenant, req.Name)); ok {
+			return apiErr(http.StatusConflict, api.CodeConflict, "name", "reservation %q already exists", req.Name)
+		}
+		var err error
+		if wd, err = loadWorld(tx, s.cat.Load(), true); err != nil {
+			return err
+		}
+		if !wd.Fleet.HasRegion(req.Region) {
+			return apiErr(http.StatusBadRequest, api.CodeInvalid, "region", "region %q is not in the fleet (see GET /v1/regions)", req.Region)
+		}
+		tr := tenancy.Reservation{Name: req.Name, Owner: tenant, Region: req.Region, Zone: req.Zone, SKU: fleet.SKUName(req.SKU), Count: req.Capacity}
+		ids, err := tenancy.Bind(&tr, wd.Fleet, wd.nodeUse(tenant, ""))
+		if err != nil {
+			return err
+		}
+		res = &store.Reservation{Tenant: tenant, Name: req.Name, Region: req.Region, Zone: req.Zone, SKU: tr.SKU, Count: req.Capacity, Start: req.Start, End: req.End, Nodes: ids}
+		if err := store.Put(tx, res, store.MustNotExist); err != nil {
+			return err
+		}
+		wd.Reservations = append(wd.Reservations, res)
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "ReservationCreated", Object: "reservations/" + res.Key(), Tenant: tenant,
+			Message: fmt.Sprintf("%d × %s in %s", res.Count, res.SKU, res.Region)})
+	})
+	if err != nil {
+		return err
+	}
+	s.notify(true)
+	writeJSON(w, http.StatusCreated, reservationOut(wd, res))
+	return nil
+}
+
+// resizeReservation shrinks (always succeeds: the machines the owner uses
+// least are released) or grows (all of the extra capacity or nothing).
+func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	var req api.Resize
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Capacity < 1 || req.Capacity > maxReservation {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "capacity", "capacity must be between 1 and %d machines, got %d (delete the reservation to release it all)", maxReservation, req.Capacity)
+	}
+	var wd *world
+	var res *store.Reservation
+	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+		var err error
+		if wd, err = loadWorld(tx, s.cat.Load(), true); err != nil {
+			return err
+		}
+		if res = findReservation(wd, tenant, name); res == nil {
+			return notFound("reservation", name)
+		}
+		switch {
+		case req.Capacity < res.Count:
+			use := map[fleet.NodeID]int{}
+			for _, x := range wd.Workloads {
+				if x.Running != nil && x.Tenant == tenant && x.Spec.Reservation == name {
+					for _, rep := range x.Running.Replicas {
+						use[rep.Node] += len(rep.GPUs)
+					}
+				}
+			}
+			nodes := append([]fleet.NodeID(nil), res.Nodes...)
+			sort.SliceStable(nodes, func(i, j int) bool { return use[nodes[i]] > use[nodes[j]] })
+			res.Nodes = nodes[:req.Capacity]
+		case req.Capacity > res.Count:
+			extra := tenancy.Reservation{Name: name, Owner: tenant, Region: res.Region, Zone: res.Zone, SKU: res.SKU, Count: req.Capacity - res.Count}
+			ids, err := tenancy.Bind(&extra, wd.Fleet, wd.nodeUse(tenant, ""))
+			if err != nil {
+				return err
+			}
+			res.Nodes = append(res.Nodes, ids...)
+		default:
+			return nil
+		}
+		old := res.Count
+		res.Count = req.Capacity
+		if err := store.Put(tx, res, res.Meta.Revision); err != nil {
+			return err
+		}
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "ReservationResized", Object: "reservations/" + res.Key(), Tenant: tenant,
+			Message: fmt.Sprintf("capacity %d -> %d", old, res.Count)})
+	})
+	if err != nil {
+		return err
+	}
+	s.notify(true)
+	writeJSON(w, http.StatusOK, reservationOut(wd, res))
+	return nil
+}
+
+// deleteReservation fails while live workloads name the reservation (as
+// a cloud refuses to delete a reservation with associated machines).
+func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+		key := store.ReservationKey(tenant, name)
+		if _, ok := tx.GetRaw(store.KindReservation, key); !ok {
+			return notFound("reservation", name)
+		}
+		ws, err := store.List[store.Workload](tx, tenant+"/")
+		if err != nil {
+			return err
+		}
+		for _, x := range ws {
+			if x.State.Live() && x.Spec.Reservation == name {
+				return apiErr(http.StatusConflict, api.CodeConflict, "", "workload %q uses reservation %q; cancel it first", x.Spec.Name, name)
+			}
+		}
+		if err := store.Delete(tx, store.KindReservation, key); err != nil {
+			return err
+		}
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "ReservationDeleted", Object: "reservations/" + key, Tenant: tenant})
+	})
+	if err != nil {
+		return err
+	}
+	s.notify(true)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,327 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/store"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Store holds the state; the server does not close it.
+	Store store.Store
+	// AdminToken is the secret of the admin token (required).
+	AdminToken string
+	// Interval is the scheduler's timer (default 2s); a change also
+	// triggers a cycle, at most one every MinInterval (default 20ms).
+	Interval    time.Duration
+	MinInterval time.Duration
+	// PolicyInterval is how often policies are evaluated (default 10s).
+	PolicyInterval time.Duration
+	// RateLimit is requests per second per token (0: default 2000;
+	// negative: unlimited); Burst defaults to twice the rate.
+	RateLimit float64
+	Burst     int
+	// MaxBody bounds request bodies (default 1 MiB).
+	MaxBody int64
+	Logger  *slog.Logger
+	// Clock is the wall clock (default time.Now); tests may pin it.
+	Clock func() time.Time
+}
+
+// Server is the control plane: the HTTP API and the scheduler loop over a
+// Store. Create it with New, serve Handler, run Run.
+type Server struct {
+	opts  Options
+	st    store.Store
+	log   *slog.Logger
+	now   func() time.Time
+	cat   atomic.Pointer[fleet.Catalog]
+	kick  chan struct{}
+	ready atomic.Bool
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every commit
+
+	why      atomic.Pointer[whyIndex]
+	limiter  *limiter
+	metrics  *metrics
+	policies *policyRunner
+	shapeCache atomic.Pointer[shapeAt]
+	handler  http.Handler
+}
+
+// New creates a server over a store and makes sure the admin token is the
+// one given.
+func New(ctx context.Context, o Options) (*Server, error) {
+	if o.Store == nil {
+		return nil, errors.New("server: no store")
+	}
+	if len(o.AdminToken) < 16 {
+		return nil, errors.New("server: the admin token must have at least 16 characters")
+	}
+	if o.Interval <= 0 {
+		o.Interval = 2 * time.Second
+	}
+	if o.MinInterval <= 0 {
+		o.MinInterval = 20 * time.Millisecond
+	}
+	if o.PolicyInterval <= 0 {
+		o.PolicyInterval = 10 * time.Second
+	}
+	if o.RateLimit == 0 {
+		o.RateLimit = 2000
+	}
+	if o.Burst <= 0 {
+		o.Burst = int(2 * o.RateLimit)
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 1 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	s := &Server{
+		opts: o, st: o.Store, log: o.Logger, now: o.Clock,
+		kick:    make(chan struct{}, 1),
+		changed: make(chan struct{}),
+		limiter: newLimiter(o.RateLimit, o.Burst, o.Clock),
+	}
+	s.why.Store(&whyIndex{})
+	s.metrics = newMetrics()
+	var cat *fleet.Catalog
+	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+		var err error
+		if cat, err = loadCatalog(tx); err != nil {
+			return err
+		}
+		return setAdminToken(tx, o.AdminToken, s.now())
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.cat.Store(cat)
+	s.policies = newPolicyRunner(s)
+	if err := s.policies.load(ctx); err != nil {
+		return nil, err
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the whole API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run runs the scheduler loop and the policy timer until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	s.ready.Store(true)
+	s.scheduleLoop(ctx)
+}
+
+// Serve listens on addr and runs everything until ctx ends; addrFile,
+// when set, receives the bound address (useful with port 0).
+func (s *Server) Serve(ctx context.Context, addr, addrFile string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if addrFile != "" {
+		tmp := addrFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(ln.Addr().String()), 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, addrFile); err != nil {
+			return err
+		}
+	}
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	s.log.Info("listening", "addr", ln.Addr().String())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	<-done
+	return err
+}
+
+// notify wakes watchers and the scheduler after a commit.
+func (s *Server) notify(schedule bool) {
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	if schedule {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Server) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// HashToken returns the stored form of a token secret.
+func HashToken(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// NewSecret returns a fresh random token secret.
+func NewSecret() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return "arb_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func setAdminToken(tx store.WriteTx, secret string, now time.Time) error {
+	hash := HashToken(secret)
+	toks, err := store.List[store.Token](tx, "")
+	if err != nil {
+		return err
+	}
+	for _, t := range toks {
+		if t.Tenant == "" && t.Hash != hash {
+			if err := store.Delete(tx, store.KindToken, t.Hash); err != nil {
+				return err
+			}
+		}
+	}
+	if _, ok := tx.GetRaw(store.KindToken, hash); ok {
+		return nil
+	}
+	return store.Put(tx, &store.Token{Hash: hash, Name: "admin", CreatedAt: now}, store.MustNotExist)
+}
+
+// AdminTokenFile returns the admin secret kept in dir, creating it (mode
+// 0600) on first use.
+func AdminTokenFile(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		tok := strings.TrimSpace(string(b))
+		if len(tok) < 16 {
+			return "", fmt.Errorf("server: %s: the admin token must have at least 16 characters", path)
+		}
+		return tok, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("server: %w", err)
+	}
+	tok := NewSecret()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("server: %w", err)
+	}
+	return tok, nil
+}
+
+// Seed loads a config file's catalog overrides, fleet, tenants,
+// reservations and workloads into the store. Objects that already exist
+// are kept as they are: the store, changed through the API, wins.
+func Seed(ctx context.Context, st store.Store, c *config.Config, now time.Time) (added int, err error) {
+	err = st.Update(ctx, func(tx store.WriteTx) error {
+		added = 0
+		if c.File.Catalog != nil {
+			data, err := json.Marshal(c.File.Catalog)
+			if err != nil {
+				return err
+			}
+			if err := store.Put(tx, &store.Setting{Name: settingCatalog, Value: data}, store.Any); err != nil {
+				return err
+			}
+		}
+		existing, err := store.List[store.Node](tx, "")
+		if err != nil {
+			return err
+		}
+		seq := int64(len(existing))
+		put := func(o store.Object) error {
+			if _, ok := tx.GetRaw(o.Kind(), o.Key()); ok {
+				return nil
+			}
+			added++
+			return store.Put(tx, o, store.MustNotExist)
+		}
+		down := map[fleet.NodeID]bool{}
+		for _, id := range c.File.Down {
+			down[id] = true
+		}
+		for _, n := range c.Fleet.Nodes {
+			seq++
+			if err := put(&store.Node{ID: n.ID, Seq: seq, Region: n.Region, Zone: n.Zone, Block: n.Block, SKU: n.SKU.Name, Labels: n.Labels, Down: down[n.ID]}); err != nil {
+				return err
+			}
+		}
+		for _, t := range c.File.Tenants {
+			o := &store.Tenant{Name: t.Name, Parent: t.Parent}
+			for _, q := range t.Quota {
+				o.Quotas = append(o.Quotas, store.Quota{Flavor: q.Flavor, Region: q.Region, Guaranteed: q.Guaranteed, Limit: q.Limit, Lendable: q.Lendable, Weight: q.Weight, Priority: q.Priority})
+			}
+			if err := put(o); err != nil {
+				return err
+			}
+		}
+		for _, r := range c.File.Reservations {
+			if err := put(&store.Reservation{Tenant: r.Owner, Name: r.Name, Region: r.Region, Zone: r.Zone, SKU: r.SKU, Count: r.Count, Start: r.Start, End: r.End, Nodes: r.Nodes}); err != nil {
+				return err
+			}
+		}
+		for _, w := range c.Workloads {
+			o := &store.Workload{Tenant: w.Tenant, Spec: w.Spec, State: store.StatePending, SubmittedAt: w.SubmittedAt, Running: w.Running}
+			if w.Running != nil {
+				o.State = store.StateRunning
+			}
+			if err := put(o); err != nil {
+				return err
+			}
+		}
+		if added > 0 {
+			return store.AppendEvent(tx, &store.Event{Time: now, Type: "ConfigSeeded", Object: "config", Message: fmt.Sprintf("%d objects added from the config", added)})
+		}
+		return nil
+	})
+	return added, err
+}

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/store"
+)
+
+const testAdmin = "admin-secret-for-tests-0123456789"
+
+// testConfig: eastus has 4 A100 machines in one block and 2 H100
+// machines; westus2 has 2 A100 machines.
+const testConfig = `
+fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: eus-a
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 4}]
+            - name: eus-h
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 2}]
+    - name: westus2
+      zones:
+        - name: "1"
+          blocks:
+            - name: wus-a
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 2}]
+tenants:
+  - name: customers
+  - name: contoso
+    parent: customers
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 16, limit: 16}
+      - {flavor: A100-80G, region: westus2, limit: 16}
+      - {flavor: H100-80G, region: eastus, limit: 16}
+  - name: fabrikam
+    parent: customers
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 8, limit: 32}
+      - {flavor: H100-80G, region: eastus, limit: 16}
+`
+
+type harness struct {
+	t     *testing.T
+	s     *Server
+	st    *store.BoltStore
+	url   string
+	admin *client.Client
+	ctx   context.Context
+}
+
+func newHarness(t *testing.T, cfg string, o Options) *harness {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "arbiter.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if cfg != "" {
+		c, err := config.Parse("test.yaml", []byte(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Seed(ctx, st, c, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.Store, o.AdminToken = st, testAdmin
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s, err := New(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return &harness{t: t, s: s, st: st, url: hs.URL, admin: client.New(hs.URL, testAdmin), ctx: ctx}
+}
+
+// tenant creates a token for the tenant and returns its client.
+func (h *harness) tenant(name string) *client.Client {
+	h.t.Helper()
+	tok, err := h.admin.CreateToken(h.ctx, name, "test")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return client.New(h.url, tok.Secret)
+}
+
+func spec(name string, gpus, replicas int, regions ...string) api.WorkloadSpec {
+	if len(regions) == 0 {
+		regions = []string{"eastus"}
+	}
+	return api.WorkloadSpec{Name: name, GPUs: api.GPUs(gpus * 1000), Replicas: replicas, Flavors: []string{"A100-80G"}, Regions: regions}
+}
+
+func apiCode(err error) string {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestSubmitScheduleWhyUsage(t *testing.T) {
+	h := newHarness(t, testConfig, Options{})
+	contoso := h.tenant("contoso")
+	ctx := h.ctx
+	if _, err := contoso.Submit(ctx, "contoso", spec("a", 8, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := contoso.Submit(ctx, "contoso", spec("b", 8, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := contoso.Submit(ctx, "contoso", spec("a", 8, 1)); apiCode(err) != api.CodeConflict {
+		t.Fatalf("duplicate submit: %v, want Conflict", err)
+	}
+	w, err := contoso.Why(ctx, "contoso", "a")
+	if err != nil || !strings.Contains(w.Reason, "not yet considered") {
+		t.Fatalf("why before a cycle: %+v %v", w, err)
+	}
+	h.s.Cycle(ctx)
+	a, err := contoso.Workload(ctx, "contoso", "a")
+	if err != nil || a.State != "Running" || len(a.Running.Replicas) != 2 {
+		t.Fatalf("a after a cycle: %+v %v", a, err)
+	}
+	why, err := contoso.Why(ctx, "contoso", "b")
+	if err != nil || why.State != "Pending" || why.Code != "QuotaLimit" || !strings.Contains(why.Reason, "16/16") {
+		t.Fatalf("why b: %+v %v", why, err)
+	}
+	us, err := contoso.Usage(ctx, "contoso", "eastus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, u := range us {
+		lim := "unlimited"
+		if u.Limit != nil {
+			lim = num(*u.Limit)
+		}
+		got[u.Name] = num(u.CurrentValue) + "/" + lim
+	}
+	if got["A100-80G GPUs"] != "16/16" || got["H100-80G GPUs"] != "0/16" || len(us) != 2 {
+		t.Fatalf("usage eastus: %v", got)
+	}
+	// Cancel a: b runs at the next cycle.
+	if _, err := contoso.Cancel(ctx, "contoso", "a"); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(ctx)
+	b, _ := contoso.Workload(ctx, "contoso", "b")
+	if b.State != "Running" {
+		t.Fatalf("b after a was cancelled: %s", b.State)
+	}
+	ev, err := contoso.Events(ctx, 0, 0, 0)
+	if err != nil || len(ev.Items) < 5 {
+		t.Fatalf("events: %+v %v", ev, err)
+	}
+}
+
+func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

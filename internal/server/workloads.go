@@ -1,0 +1,254 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/store"
+)
+
+func workloadOut(x *store.Workload) api.Workload {
+	o := api.Workload{
+		WorkloadSpec: api.SpecFrom(x.Spec), State: string(x.State), SubmittedAt: x.SubmittedAt,
+		Preemptions: x.Preemptions, LastPreemption: x.LastPreemption, Revision: x.Meta.Revision,
+	}
+	o.Tenant = x.Tenant
+	if a := x.Running; a != nil {
+		ra := &api.Assignment{Flavor: string(a.Flavor), Region: a.Region, OnReservation: a.OnReservation, StartedAt: a.StartedAt}
+		for _, rep := range a.Replicas {
+			ra.Replicas = append(ra.Replicas, api.Replica{Node: string(rep.Node), GPUs: rep.GPUs, Milli: int64(rep.Milli)})
+		}
+		o.Running = ra
+	}
+	return o
+}
+
+// fleetShape is what submissions are checked against without reading the
+// store: the regions of the fleet and the largest machine per GPU model.
+type fleetShape struct {
+	regions map[string]bool
+	maxGPUs map[fleet.ModelID]int
+}
+
+func (s *Server) shape(r *http.Request) (*fleetShape, error) {
+	// Recomputed at most once per node-kind revision.
+	var rev int64
+	s.st.View(r.Context(), func(tx store.ReadTx) error { rev = tx.KindRevision(store.KindNode); return nil })
+	if c := s.shapeCache.Load(); c != nil && c.rev == rev {
+		return c.shape, nil
+	}
+	wd, err := s.readWorld(r, false)
+	if err != nil {
+		return nil, err
+	}
+	sh := &fleetShape{regions: map[string]bool{}, maxGPUs: map[fleet.ModelID]int{}}
+	for _, n := range wd.Fleet.Nodes {
+		sh.regions[n.Region] = true
+		sh.maxGPUs[n.Model] = max(sh.maxGPUs[n.Model], n.GPUs)
+	}
+	s.shapeCache.Store(&shapeAt{rev: rev, shape: sh})
+	return sh, nil
+}
+
+type shapeAt struct {
+	rev   int64
+	shape *fleetShape
+}
+
+func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return err
+	}
+	var req api.WorkloadSpec
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Tenant != "" && req.Tenant != tenant {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "tenant", "tenant %q differs from the tenant in the path; leave it out", req.Tenant)
+	}
+	spec, ferrs := req.ToWorkload()
+	if len(ferrs) > 0 {
+		msgs := make([]string, len(ferrs))
+		for i, fe := range ferrs {
+			msgs[i] = fe.Field + ": " + fe.Msg
+		}
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, ferrs[0].Field, "%s", strings.Join(msgs, "; "))
+	}
+	if !validName(req.Name) {
+		return badName("name", req.Name)
+	}
+	spec.Tenant = tenant
+	cat := s.cat.Load()
+	sh, err := s.shape(r)
+	if err != nil {
+		return err
+	}
+	largest := 0
+	for _, m := range spec.Flavors {
+		if _, ok := cat.Model(m); !ok {
+			return apiErr(http.StatusBadRequest, api.CodeInvalid, "flavors", "unknown GPU model %q (known: %v)", m, cat.ModelNames())
+		}
+		largest = max(largest, sh.maxGPUs[m])
+	}
+	for _, reg := range spec.Regions {
+		if !sh.regions[reg] {
+			return apiErr(http.StatusBadRequest, api.CodeInvalid, "regions", "region %q is not in the fleet (see GET /v1/regions)", reg)
+		}
+	}
+	if largest > 0 && spec.GPUs > resource.GPUs(largest) {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "gpus", "%v GPUs per replica, but the largest machine of %v has %d; split the work into replicas", spec.GPUs, spec.Flavors, largest)
+	}
+	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now()}
+	err = s.st.Batch(r.Context(), func(tx store.WriteTx) error {
+		if err := tenantExists(tx, tenant); err != nil {
+			return err
+		}
+		if spec.Reservation != "" {
+			if _, ok := tx.GetRaw(store.KindReservation, store.ReservationKey(tenant, spec.Reservation)); !ok {
+				return apiErr(http.StatusBadRequest, api.CodeInvalid, "reservation", "unknown reservation %q", spec.Reservation)
+			}
+		}
+		if err := store.Put(tx, obj, store.MustNotExist); err != nil {
+			return err
+		}
+		return store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: "WorkloadSubmitted", Object: "workloads/" + obj.Key(), Tenant: tenant})
+	})
+	if err != nil {
+		return err
+	}
+	s.metrics.submissions.Inc()
+	s.notify(true)
+	writeJSON(w, http.StatusCreated, workloadOut(obj))
+	return nil
+}
+
+func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefix string) error {
+	state := r.URL.Query().Get("state")
+	if state != "" && state != string(store.StatePending) && state != string(store.StateRunning) && state != string(store.StateCancelled) {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "state", "state must be Pending, Running or Cancelled, got %q", state)
+	}
+	out := []api.Workload{}
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+		ws, err := store.List[store.Workload](tx, prefix)
+		for _, x := range ws {
+			if state == "" || string(x.State) == state {
+				out = append(out, workloadOut(x))
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.List[api.Workload]{Items: out})
+	return nil
+}
+
+func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return err
+	}
+	return s.listWorkloadsWith(w, r, tenant+"/")
+}
+
+// listAllWorkloads lists every tenant's workloads for the admin and the
+// caller's own for a tenant token.
+func (s *Server) listAllWorkloads(w http.ResponseWriter, r *http.Request) error {
+	p := who(r)
+	if p.admin {
+		return s.listWorkloadsWith(w, r, "")
+	}
+	return s.listWorkloadsWith(w, r, p.tenant+"/")
+}
+
+func (s *Server) loadWorkload(r *http.Request) (*store.Workload, error) {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return nil, err
+	}
+	name := r.PathValue("name")
+	var x *store.Workload
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var err error
+		x, err = store.Get[store.Workload](tx, store.WorkloadKey(tenant, name))
+		return err
+	})
+	if err != nil {
+		return nil, notFound("workload", name)
+	}
+	return x, nil
+}
+
+func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) error {
+	x, err := s.loadWorkload(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, workloadOut(x))
+	return nil
+}
+
+func (s *Server) cancelWorkload(w http.ResponseWriter, r *http.Request) error {
+	tenant, err := s.scope(r)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	var x *store.Workload
+	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+		var err error
+		if x, err = store.Get[store.Workload](tx, store.WorkloadKey(tenant, name)); err != nil {
+			return notFound("workload", name)
+		}
+		if !x.State.Live() {
+			return nil // cancelling twice is a no-op
+		}
+		x.State, x.Running, x.EndedAt = store.StateCancelled, nil, s.now()
+		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
+			return err
+		}
+		return store.AppendEvent(tx, &store.Event{Time: x.EndedAt, Type: "WorkloadCancelled", Object: "workloads/" + x.Key(), Tenant: tenant})
+	})
+	if err != nil {
+		return err
+	}
+	s.notify(true)
+	writeJSON(w, http.StatusOK, workloadOut(x))
+	return nil
+}
+
+func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
+	x, err := s.loadWorkload(r)
+	if err != nil {
+		return err
+	}
+	idx := s.why.Load()
+	out := api.Why{Workload: string(x.Spec.Name), State: string(x.State), PlanRevision: idx.Revision}
+	switch x.State {
+	case store.StateRunning:
+		a := x.Running
+		out.Reason = fmt.Sprintf("running since %s: %d replica(s) of %v, %s in %s", a.StartedAt.UTC().Format("2006-01-02T15:04:05Z"), len(a.Replicas), x.Spec.GPUs, a.Flavor, a.Region)
+		if a.OnReservation {
+			out.Reason += fmt.Sprintf(", on reservation %s", x.Spec.Reservation)
+		}
+	case store.StateCancelled:
+		out.Reason = "cancelled"
+	default:
+		if p, ok := idx.Pending[x.Key()]; ok {
+			out.Code, out.Reason, out.Details = string(p.Code), p.Reason, p.Details
+		} else {
+			out.Reason = fmt.Sprintf("not yet considered: submitted at revision %d, the last scheduling cycle saw revision %d", x.Meta.Created, idx.Revision)
+		}
+		if x.LastPreemption != "" {
+			out.Details = append(out.Details, "last preempted: "+x.LastPreemption)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,196 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// world is the state at one revision, resolved into the scheduler's model.
+// Workloads and reservations are named by their store keys
+// ("tenant/name") so that names never collide across tenants.
+type world struct {
+	Revision     int64
+	Catalog      *fleet.Catalog
+	Fleet        *fleet.Fleet
+	Tree         *tenancy.Tree
+	Tenants      []*store.Tenant
+	Nodes        []*store.Node
+	Reservations []*store.Reservation
+	Workloads    []*store.Workload // live ones (pending, running)
+	Down         []fleet.NodeID
+}
+
+const settingCatalog = "catalog"
+
+// loadCatalog returns the built-in catalog merged with the stored overrides.
+func loadCatalog(tx store.ReadTx) (*fleet.Catalog, error) {
+	cat := fleet.Builtin()
+	s, err := store.Get[store.Setting](tx, settingCatalog)
+	if err != nil {
+		return cat, nil
+	}
+	var o fleet.Catalog
+	if err := json.Unmarshal(s.Value, &o); err != nil {
+		return nil, fmt.Errorf("server: stored catalog: %w", err)
+	}
+	if err := cat.Merge(&o); err != nil {
+		return nil, fmt.Errorf("server: stored catalog: %w", err)
+	}
+	return cat, nil
+}
+
+// loadWorld reads everything the scheduler needs. withWorkloads false
+// skips workloads (cheap reads for fleet and tenant answers).
+func loadWorld(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool) (*world, error) {
+	w := &world{Revision: tx.Revision(), Catalog: cat}
+	var err error
+	if w.Nodes, err = store.List[store.Node](tx, ""); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(w.Nodes, func(i, j int) bool { return w.Nodes[i].Seq < w.Nodes[j].Seq })
+	var nodes []*fleet.Node
+	for _, n := range w.Nodes {
+		sku, ok := cat.SKU(n.SKU)
+		if !ok {
+			continue // registered with an SKU the catalog no longer knows
+		}
+		nodes = append(nodes, &fleet.Node{
+			ID: n.ID, Region: n.Region, Zone: n.Zone, Block: n.Block, SKU: sku, Model: sku.Model,
+			GPUs: sku.GPUs, CPU: resource.MilliCPU(sku.VCPUs) * 1000, Memory: resource.MiB(sku.MemoryGiB) * 1024,
+			Labels: n.Labels,
+		})
+		if n.Down {
+			w.Down = append(w.Down, n.ID)
+		}
+	}
+	if w.Fleet, err = fleet.FromNodes(cat, nodes); err != nil {
+		return nil, err
+	}
+	if w.Tenants, err = store.List[store.Tenant](tx, ""); err != nil {
+		return nil, err
+	}
+	if w.Tree, err = buildTree(w.Tenants); err != nil {
+		return nil, err
+	}
+	if w.Reservations, err = store.List[store.Reservation](tx, ""); err != nil {
+		return nil, err
+	}
+	if withWorkloads {
+		all, err := store.List[store.Workload](tx, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range all {
+			if x.State.Live() {
+				w.Workloads = append(w.Workloads, x)
+			}
+		}
+	}
+	return w, nil
+}
+
+// buildTree orders tenants parents first and builds the tree.
+func buildTree(ts []*store.Tenant) (*tenancy.Tree, error) {
+	byName := map[string]*store.Tenant{}
+	for _, t := range ts {
+		byName[t.Name] = t
+	}
+	var specs []tenancy.TenantSpec
+	done := map[string]bool{}
+	var visit func(t *store.Tenant, depth int)
+	visit = func(t *store.Tenant, depth int) {
+		if done[t.Name] || depth > len(ts) {
+			return
+		}
+		if p, ok := byName[t.Parent]; ok {
+			visit(p, depth+1)
+		}
+		done[t.Name] = true
+		specs = append(specs, tenantSpec(t))
+	}
+	for _, t := range ts {
+		visit(t, 0)
+	}
+	return tenancy.NewTree(specs)
+}
+
+func tenantSpec(t *store.Tenant) tenancy.TenantSpec {
+	s := tenancy.TenantSpec{Name: t.Name, Parent: t.Parent}
+	for _, q := range t.Quotas {
+		s.Quota = append(s.Quota, tenancy.QuotaSpec{
+			Flavor: q.Flavor, Region: q.Region, Guaranteed: q.Guaranteed,
+			Limit: q.Limit, Lendable: q.Lendable, Weight: q.Weight, Priority: q.Priority,
+		})
+	}
+	return s
+}
+
+// input builds the scheduler's input. Workloads are copies named by key.
+func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
+	in := sched.Input{
+		Now: now, Seed: uint64(w.Revision), Fleet: w.Fleet, Tenants: tree, Down: w.Down,
+	}
+	for _, r := range w.Reservations {
+		in.Reservations = append(in.Reservations, tenancy.Reservation{
+			Name: r.Key(), Owner: r.Tenant, Region: r.Region, Zone: r.Zone, SKU: r.SKU,
+			Count: r.Count, Start: r.Start, End: r.End, Nodes: r.Nodes,
+		})
+	}
+	for _, x := range w.Workloads {
+		in.Workloads = append(in.Workloads, schedWorkload(x))
+	}
+	return in
+}
+
+// schedWorkload is the scheduler's view of a stored workload.
+func schedWorkload(x *store.Workload) *workload.Workload {
+	c := &workload.Workload{Spec: x.Spec, SubmittedAt: x.SubmittedAt, Running: x.Running}
+	c.Name = workload.ID(x.Key())
+	c.Tenant = x.Tenant
+	if x.Spec.Reservation != "" {
+		c.Reservation = store.ReservationKey(x.Tenant, x.Spec.Reservation)
+	}
+	return c
+}
+
+// nodeUse tells reservation binding how each node is used today.
+func (w *world) nodeUse(owner string, skip string) func(*fleet.Node) tenancy.NodeUse {
+	reserved := map[fleet.NodeID]bool{}
+	for _, r := range w.Reservations {
+		if r.Key() == skip {
+			continue
+		}
+		for _, n := range r.Nodes {
+			reserved[n] = true
+		}
+	}
+	busy := map[fleet.NodeID]bool{}
+	blocking := map[fleet.NodeID]bool{}
+	for _, x := range w.Workloads {
+		if x.Running == nil {
+			continue
+		}
+		for _, r := range x.Running.Replicas {
+			busy[r.Node] = true
+			if !x.Spec.Preemptible && x.Tenant != owner {
+				blocking[r.Node] = true
+			}
+		}
+	}
+	down := map[fleet.NodeID]bool{}
+	for _, id := range w.Down {
+		down[id] = true
+	}
+	return func(n *fleet.Node) tenancy.NodeUse {
+		return tenancy.NodeUse{Reserved: reserved[n.ID], Down: down[n.ID], Busy: busy[n.ID], Blocking: blocking[n.ID]}
+	}
+}
