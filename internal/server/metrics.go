@@ -112,4 +112,3 @@ func tenantOf(key string) string {
 	}
 	return key
 }
-

@@ -61,12 +61,12 @@ type Server struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every commit
 
-	why      atomic.Pointer[whyIndex]
-	limiter  *limiter
-	metrics  *metrics
-	policies *policyRunner
+	why        atomic.Pointer[whyIndex]
+	limiter    *limiter
+	metrics    *metrics
+	policies   *policyRunner
 	shapeCache atomic.Pointer[shapeAt]
-	handler  http.Handler
+	handler    http.Handler
 }
 
 // New creates a server over a store and makes sure the admin token is the
