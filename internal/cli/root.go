@@ -25,7 +25,15 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newScheduleCmd(),
 		newValidateCmd(),
 		newSimCmd(),
-		newPolicyCmd(),
+		withServerPolicyCmds(newPolicyCmd()),
+		newServeCmd(),
+		newUsageCmd(),
+		newReservationCmd(),
+		newWorkloadCmd(),
+		newTenantCmd(),
+		newNodeCmd(),
+		newRegionCmd(),
+		newEventsCmd(),
 	)
 	return root
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -321,26 +320,18 @@ func (s *Server) applyPolicy(w http.ResponseWriter, r *http.Request) error {
 	if req.File == "" {
 		req.File = req.Name + ".yaml"
 	}
-	var eng *policy.Engine
-	p := &store.Policy{Name: req.Name, File: req.File, Source: req.Source, AppliedAt: s.now()}
-	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
-		wd, err := loadWorld(tx, s.cat.Load(), true)
-		if err != nil {
-			return err
-		}
-		if _, eng, err = compile(wd, req.Name, req.File, req.Source); err != nil {
-			return err
-		}
-		if err := store.Put(tx, p, store.Any); err != nil {
-			return err
-		}
-		return store.AppendEvent(tx, &store.Event{Time: p.AppliedAt, Type: "PolicyApplied", Object: "policies/" + p.Name})
+	if err := s.ApplyPolicy(r.Context(), req.Name, req.File, req.Source); err != nil {
+		return err
+	}
+	var p *store.Policy
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var err error
+		p, err = store.Get[store.Policy](tx, req.Name)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	s.policies.set(p.Name, eng)
-	s.notify(false)
 	writeJSON(w, http.StatusOK, policyOut(p))
 	return nil
 }
@@ -426,4 +417,28 @@ func (s *Server) listFirings(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-var _ = fmt.Sprint
+
+// ApplyPolicy applies a policy from its source, as POST /v1/policies does.
+func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) error {
+	var eng *policy.Engine
+	p := &store.Policy{Name: name, File: file, Source: source, AppliedAt: s.now()}
+	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+		wd, err := loadWorld(tx, s.cat.Load(), true)
+		if err != nil {
+			return err
+		}
+		if _, eng, err = compile(wd, name, file, source); err != nil {
+			return err
+		}
+		if err := store.Put(tx, p, store.Any); err != nil {
+			return err
+		}
+		return store.AppendEvent(tx, &store.Event{Time: p.AppliedAt, Type: "PolicyApplied", Object: "policies/" + p.Name})
+	})
+	if err != nil {
+		return err
+	}
+	s.policies.set(name, eng)
+	s.notify(false)
+	return nil
+}

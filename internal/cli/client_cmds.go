@@ -1,0 +1,731 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/yamlfile"
+)
+
+// conn holds the flags every client command shares: server and token
+// (flags or ARBITER_SERVER, ARBITER_TOKEN), tenant (flag, ARBITER_TENANT,
+// else the token's own) and the output format.
+type conn struct {
+	server, token, tenant, output string
+}
+
+func (c *conn) bind(cmd *cobra.Command) {
+	f := cmd.PersistentFlags()
+	f.StringVar(&c.server, "server", "", "server URL (env ARBITER_SERVER, default http://127.0.0.1:7070)")
+	f.StringVar(&c.token, "token", "", "bearer token (env ARBITER_TOKEN)")
+	f.StringVar(&c.tenant, "tenant", "", "tenant to act on (env ARBITER_TENANT; default: the token's tenant)")
+	f.StringVarP(&c.output, "output", "o", "table", "output format: table, json or yaml")
+}
+
+func (c *conn) client() (*client.Client, error) {
+	server := firstNonEmpty(c.server, os.Getenv("ARBITER_SERVER"), "http://127.0.0.1:7070")
+	token := firstNonEmpty(c.token, os.Getenv("ARBITER_TOKEN"))
+	if token == "" {
+		return nil, errors.New("no token: pass --token or set ARBITER_TOKEN")
+	}
+	switch c.output {
+	case "table", "json", "yaml":
+	default:
+		return nil, fmt.Errorf("unknown output format %q: use table, json or yaml", c.output)
+	}
+	return client.New(server, token), nil
+}
+
+// tenantOf returns the tenant to act on; required means an admin token
+// must name one.
+func (c *conn) tenantOf(ctx context.Context, cl *client.Client, required bool) (string, error) {
+	if t := firstNonEmpty(c.tenant, os.Getenv("ARBITER_TENANT")); t != "" {
+		return t, nil
+	}
+	me, err := cl.WhoAmI(ctx)
+	if err != nil {
+		return "", err
+	}
+	if me.Admin && required {
+		return "", errors.New("the admin token acts for no tenant: pass --tenant or set ARBITER_TENANT")
+	}
+	return me.Tenant, nil
+}
+
+func firstNonEmpty(xs ...string) string {
+	for _, x := range xs {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// emit writes v as JSON or YAML, or calls table for the table format.
+func (c *conn) emit(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
+	switch c.output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		b, err := json.Marshal(v) // YAML keys follow the JSON names
+		if err != nil {
+			return err
+		}
+		var generic any
+		if err := json.Unmarshal(b, &generic); err != nil {
+			return err
+		}
+		out, err := yaml.Marshal(generic)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// clientRun wraps a command body with a client and a context.
+func (c *conn) run(fn func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+		defer cancel()
+		return fn(ctx, cl, cmd.OutOrStdout(), args)
+	}
+}
+
+func limitStr(l *float64) string {
+	if l == nil {
+		return "unlimited"
+	}
+	return strconv.FormatFloat(*l, 'g', -1, 64)
+}
+
+func gpuStr(g api.GPUs) string {
+	b, _ := g.MarshalJSON()
+	return string(b)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ---- usage ----
+
+func newUsageCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{Use: "usage", Short: "Quota usage: each quota family's current value and limit", Args: cobra.NoArgs}
+	c.bind(cmd)
+	var region string
+	list := &cobra.Command{
+		Use:   "list [--region R]",
+		Short: "List quota families with their current value and limit, in GPUs",
+		Args:  cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			tenant := firstNonEmpty(c.tenant, os.Getenv("ARBITER_TENANT"))
+			us, err := cl.Usage(ctx, tenant, region)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, us, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "Name\tCurrentValue\tLimit\tTenant\tRegion")
+				for _, u := range us {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Name, strconv.FormatFloat(u.CurrentValue, 'g', -1, 64), limitStr(u.Limit), u.Tenant, u.Region)
+				}
+			})
+		}),
+	}
+	list.Flags().StringVar(&region, "region", "", "region (default: all)")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+// ---- reservations ----
+
+func newReservationCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{Use: "reservation", Aliases: []string{"reservations"}, Short: "Capacity reservations: create (all or nothing), list, show, resize, delete", Args: cobra.NoArgs}
+	c.bind(cmd)
+	table := func(rs []api.Reservation) func(tw *tabwriter.Writer) {
+		return func(tw *tabwriter.Writer) {
+			fmt.Fprintln(tw, "NAME\tREGION\tSKU\tCAPACITY\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS")
+			for _, r := range rs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Region, r.SKU, r.Capacity, gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs))
+			}
+		}
+	}
+	var req api.ReservationRequest
+	create := &cobra.Command{
+		Use:   "create --name NAME --sku SKU --capacity N --region R [--zone Z]",
+		Short: "Reserve capacity, all or nothing",
+		Args:  cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			r, err := cl.CreateReservation(ctx, t, req)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, r, table([]api.Reservation{r}))
+		}),
+	}
+	cf := create.Flags()
+	cf.StringVar(&req.Name, "name", "", "reservation name")
+	cf.StringVar(&req.SKU, "sku", "", "machine size, e.g. Standard_ND96amsr_A100_v4")
+	cf.IntVar(&req.Capacity, "capacity", 0, "number of machines")
+	cf.StringVar(&req.Region, "region", "", "region")
+	cf.StringVar(&req.Zone, "zone", "", "availability zone (optional)")
+	listCmd := &cobra.Command{
+		Use: "list", Short: "List reservations with utilization", Args: cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			rs, err := cl.Reservations(ctx, t)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, rs, table(rs))
+		}),
+	}
+	show := &cobra.Command{
+		Use: "show NAME", Short: "Show a reservation with its utilization", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			r, err := cl.Reservation(ctx, t, args[0])
+			if err != nil {
+				return err
+			}
+			return c.emit(out, r, func(tw *tabwriter.Writer) {
+				table([]api.Reservation{r})(tw)
+				fmt.Fprintf(tw, "\nNODES\t%s\n", strings.Join(r.Nodes, ","))
+			})
+		}),
+	}
+	var capacity int
+	resize := &cobra.Command{
+		Use: "resize NAME --capacity N", Short: "Change a reservation's capacity (shrinking always succeeds)", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			r, err := cl.ResizeReservation(ctx, t, args[0], capacity)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, r, table([]api.Reservation{r}))
+		}),
+	}
+	resize.Flags().IntVar(&capacity, "capacity", 0, "new number of machines")
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a reservation no live workload uses", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			if err := cl.DeleteReservation(ctx, t, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "reservation %s deleted\n", args[0])
+			return nil
+		}),
+	}
+	cmd.AddCommand(create, listCmd, show, resize, del)
+	return cmd
+}
+
+// ---- workloads ----
+
+func workloadTable(ws []api.Workload) func(tw *tabwriter.Writer) {
+	return func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "NAME\tTENANT\tSTATE\tKIND\tPRIORITY\tGPUS\tREPLICAS\tFLAVOR\tREGION\tPREEMPTIONS")
+		for _, w := range ws {
+			flavor, region := strings.Join(w.Flavors, ","), strings.Join(w.Regions, ",")
+			if w.Running != nil {
+				flavor, region = w.Running.Flavor, w.Running.Region
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", w.Name, w.Tenant, w.State, w.Kind, w.Priority, gpuStr(w.GPUs), w.Replicas, flavor, region, w.Preemptions)
+		}
+	}
+}
+
+// readWorkloadFile reads a workload spec in YAML (the config's workload
+// format: name, kind, priority, gpus, replicas, flavors, regions, ...).
+func readWorkloadFile(path string) (api.WorkloadSpec, error) {
+	var s api.WorkloadSpec
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return s, err
+	}
+	return s, yamlfile.Decode(path, data, &s)
+}
+
+func newWorkloadCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{Use: "workload", Aliases: []string{"workloads"}, Short: "Workloads: submit, list, show, cancel, why", Args: cobra.NoArgs}
+	c.bind(cmd)
+	var file string
+	submit := &cobra.Command{
+		Use: "submit -f FILE", Short: "Submit a workload from a YAML file (- for stdin)", Args: cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			if file == "" {
+				return errors.New("workload submit: -f FILE is required")
+			}
+			spec, err := readWorkloadFile(file)
+			if err != nil {
+				return err
+			}
+			t := spec.Tenant
+			if t == "" {
+				if t, err = c.tenantOf(ctx, cl, true); err != nil {
+					return err
+				}
+			}
+			spec.Tenant = ""
+			w, err := cl.Submit(ctx, t, spec)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, w, workloadTable([]api.Workload{w}))
+		}),
+	}
+	submit.Flags().StringVarP(&file, "file", "f", "", "workload YAML file")
+	var state string
+	listCmd := &cobra.Command{
+		Use: "list [--state Pending|Running|Cancelled]", Short: "List workloads", Args: cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			t, err := c.tenantOf(ctx, cl, false)
+			if err != nil {
+				return err
+			}
+			ws, err := cl.Workloads(ctx, t, state)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, ws, workloadTable(ws))
+		}),
+	}
+	listCmd.Flags().StringVar(&state, "state", "", "only workloads in this state")
+	show := &cobra.Command{
+		Use: "show NAME", Short: "Show a workload and where it runs", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			w, err := cl.Workload(ctx, t, args[0])
+			if err != nil {
+				return err
+			}
+			return c.emit(out, w, func(tw *tabwriter.Writer) {
+				workloadTable([]api.Workload{w})(tw)
+				if w.Running != nil {
+					fmt.Fprintln(tw, "\nREPLICA\tNODE\tGPUS\tMILLI")
+					for i, r := range w.Running.Replicas {
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\n", i, r.Node, intsString(r.GPUs), r.Milli)
+					}
+				}
+				if w.LastPreemption != "" {
+					fmt.Fprintf(tw, "\nLAST PREEMPTION\t%s\n", w.LastPreemption)
+				}
+			})
+		}),
+	}
+	cancel := &cobra.Command{
+		Use: "cancel NAME", Short: "Cancel a workload", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			w, err := cl.Cancel(ctx, t, args[0])
+			if err != nil {
+				return err
+			}
+			return c.emit(out, w, workloadTable([]api.Workload{w}))
+		}),
+	}
+	why := &cobra.Command{
+		Use: "why NAME", Short: "Say why a workload is pending (or where it runs)", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			y, err := cl.Why(ctx, t, args[0])
+			if err != nil {
+				return err
+			}
+			return c.emit(out, y, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "WORKLOAD\t%s\nSTATE\t%s\nCODE\t%s\nREASON\t%s\n", y.Workload, y.State, dash(y.Code), y.Reason)
+				for _, d := range y.Details {
+					fmt.Fprintf(tw, "DETAIL\t%s\n", d)
+				}
+			})
+		}),
+	}
+	cmd.AddCommand(submit, listCmd, show, cancel, why)
+	return cmd
+}
+
+// ---- tenants ----
+
+// parseQuota parses "flavor=A100-80G,region=eastus,guaranteed=16,limit=32".
+func parseQuota(s string) (api.Quota, error) {
+	var q api.Quota
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return q, fmt.Errorf("quota %q: write key=value pairs: flavor=A100-80G,region=eastus,guaranteed=16,limit=32", s)
+		}
+		var err error
+		switch k {
+		case "flavor":
+			q.Flavor = v
+		case "region":
+			q.Region = v
+		case "guaranteed":
+			err = q.Guaranteed.UnmarshalYAMLScalar(v)
+		case "limit":
+			var g api.GPUs
+			err = g.UnmarshalYAMLScalar(v)
+			q.Limit = &g
+		case "lendable":
+			var g api.GPUs
+			err = g.UnmarshalYAMLScalar(v)
+			q.Lendable = &g
+		case "weight":
+			q.Weight, err = strconv.ParseFloat(v, 64)
+		case "priority":
+			q.Priority, err = strconv.Atoi(v)
+		default:
+			return q, fmt.Errorf("quota %q: unknown key %q (flavor, region, guaranteed, limit, lendable, weight, priority)", s, k)
+		}
+		if err != nil {
+			return q, fmt.Errorf("quota %q: %s: %v", s, k, err)
+		}
+	}
+	if q.Flavor == "" {
+		return q, fmt.Errorf("quota %q: flavor= is required", s)
+	}
+	return q, nil
+}
+
+func parseQuotas(ss []string) ([]api.Quota, error) {
+	var out []api.Quota
+	for _, s := range ss {
+		q, err := parseQuota(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+func tenantTable(ts []api.Tenant) func(tw *tabwriter.Writer) {
+	return func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "NAME\tPARENT\tFLAVOR\tREGION\tGUARANTEED\tLIMIT")
+		for _, t := range ts {
+			if len(t.Quotas) == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\n", t.Name, dash(t.Parent))
+			}
+			for _, q := range t.Quotas {
+				lim := "unlimited"
+				if q.Limit != nil {
+					lim = gpuStr(*q.Limit)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, dash(t.Parent), q.Flavor, firstNonEmpty(q.Region, "*"), gpuStr(q.Guaranteed), lim)
+			}
+		}
+	}
+}
+
+func newTenantCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{Use: "tenant", Aliases: []string{"tenants"}, Short: "Tenants, quotas and tokens (admin)", Args: cobra.NoArgs}
+	c.bind(cmd)
+	var parent string
+	var quotas []string
+	create := &cobra.Command{
+		Use: "create NAME [--parent P] [--quota flavor=F,region=R,guaranteed=G,limit=L]...", Short: "Create a tenant", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			qs, err := parseQuotas(quotas)
+			if err != nil {
+				return err
+			}
+			t, err := cl.CreateTenant(ctx, api.Tenant{Name: args[0], Parent: parent, Quotas: qs})
+			if err != nil {
+				return err
+			}
+			return c.emit(out, t, tenantTable([]api.Tenant{t}))
+		}),
+	}
+	create.Flags().StringVar(&parent, "parent", "", "parent tenant")
+	create.Flags().StringArrayVar(&quotas, "quota", nil, "quota entry flavor=F,region=R,guaranteed=G,limit=L (repeatable)")
+	var setQuotas []string
+	setQuota := &cobra.Command{
+		Use: "set-quota NAME --quota flavor=F,region=R,guaranteed=G,limit=L...", Short: "Replace a tenant's quotas", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			qs, err := parseQuotas(setQuotas)
+			if err != nil {
+				return err
+			}
+			t, err := cl.SetQuotas(ctx, args[0], qs)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, t, tenantTable([]api.Tenant{t}))
+		}),
+	}
+	setQuota.Flags().StringArrayVar(&setQuotas, "quota", nil, "quota entry (repeatable)")
+	listCmd := &cobra.Command{
+		Use: "list", Short: "List tenants and their quotas", Args: cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			ts, err := cl.Tenants(ctx)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, ts, tenantTable(ts))
+		}),
+	}
+	show := &cobra.Command{
+		Use: "show NAME", Short: "Show a tenant", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := cl.Tenant(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.emit(out, t, tenantTable([]api.Tenant{t}))
+		}),
+	}
+	del := &cobra.Command{
+		Use: "delete NAME", Short: "Delete a tenant without workloads, reservations or children", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			if err := cl.DeleteTenant(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "tenant %s deleted\n", args[0])
+			return nil
+		}),
+	}
+	token := &cobra.Command{Use: "token", Short: "Tenant tokens", Args: cobra.NoArgs}
+	var tokName string
+	tokCreate := &cobra.Command{
+		Use: "create TENANT [--name N]", Short: "Create a token for a tenant; the secret is shown once", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := cl.CreateToken(ctx, args[0], tokName)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, t, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "TENANT\tNAME\tSECRET")
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Tenant, t.Name, t.Secret)
+			})
+		}),
+	}
+	tokCreate.Flags().StringVar(&tokName, "name", "default", "token name")
+	token.AddCommand(tokCreate)
+	cmd.AddCommand(create, setQuota, listCmd, show, del, token)
+	return cmd
+}
+
+// ---- fleet ----
+
+func newNodeCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{Use: "node", Aliases: []string{"nodes"}, Short: "Machines of the fleet (admin)", Args: cobra.NoArgs}
+	c.bind(cmd)
+	var region string
+	listCmd := &cobra.Command{
+		Use: "list [--region R]", Short: "List machines with their allocation", Args: cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			ns, err := cl.Nodes(ctx, region)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, ns, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "ID\tREGION\tZONE\tBLOCK\tSKU\tMODEL\tGPUS\tALLOCATED\tRESERVATION\tSTATE")
+				for _, n := range ns {
+					state := "Ready"
+					if n.Down {
+						state = "Down"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.ID, n.Region, dash(n.Zone), n.Block, n.SKU, n.Model, n.GPUs, gpuStr(n.Allocated), dash(n.Reservation), state)
+				}
+			})
+		}),
+	}
+	listCmd.Flags().StringVar(&region, "region", "", "only this region")
+	cmd.AddCommand(listCmd)
+	return cmd
+}
+
+func newRegionCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{Use: "region", Aliases: []string{"regions"}, Short: "Regions of the fleet", Args: cobra.NoArgs}
+	c.bind(cmd)
+	cmd.AddCommand(&cobra.Command{
+		Use: "list", Short: "List regions", Args: cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			rs, err := cl.Regions(ctx)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, rs, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NAME\tZONES\tNODES\tGPUS")
+				for _, r := range rs {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.Name, strings.Join(r.Zones, ","), r.Nodes, r.GPUs)
+				}
+			})
+		}),
+	})
+	return cmd
+}
+
+func newEventsCmd() *cobra.Command {
+	var c conn
+	var after int64
+	var follow bool
+	cmd := &cobra.Command{
+		Use: "events [--after SEQ] [--follow]", Short: "Print what changed (long-polls with --follow)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for {
+				wait := time.Duration(0)
+				if follow {
+					wait = 30 * time.Second
+				}
+				ev, err := cl.Events(cmd.Context(), after, wait, 1000)
+				if err != nil {
+					return err
+				}
+				for _, e := range ev.Items {
+					if c.output == "json" {
+						b, _ := json.Marshal(e)
+						fmt.Fprintln(out, string(b))
+					} else {
+						fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Type, e.Object, e.Message)
+					}
+				}
+				after = ev.Next
+				if !follow {
+					return nil
+				}
+			}
+		},
+	}
+	c.bind(cmd)
+	cmd.Flags().Int64Var(&after, "after", 0, "print events after this sequence number")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep waiting for new events")
+	return cmd
+}
+
+// ---- policies on the server ----
+
+// withServerPolicyCmds adds the server-side policy commands (apply, list,
+// firings) to the policy command group.
+func withServerPolicyCmds(cmd *cobra.Command) *cobra.Command {
+	var c conn
+	var file, name string
+	apply := &cobra.Command{
+		Use: "apply -f FILE [--name N]", Short: "Apply a policy file to the server (admin)", Args: cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			if file == "" {
+				return errors.New("policy apply: -f FILE is required")
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			n := firstNonEmpty(name, policyName(file))
+			p, err := cl.ApplyPolicy(ctx, api.PolicyApply{Name: n, File: file, Source: string(data)})
+			if err != nil {
+				return err
+			}
+			return c.emit(out, p, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "policy %s applied: %d rule(s) (%s format): %s\n", p.Name, len(p.Rules), p.Format, strings.Join(p.Rules, ", "))
+			})
+		}),
+	}
+	c.bind(apply)
+	apply.Flags().StringVarP(&file, "file", "f", "", "policy file")
+	apply.Flags().StringVar(&name, "name", "", "policy name (default: the file name without extension)")
+	var lc conn
+	listCmd := &cobra.Command{
+		Use: "list", Short: "List policies applied to the server (admin)", Args: cobra.NoArgs,
+		RunE: lc.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			ps, err := cl.Policies(ctx)
+			if err != nil {
+				return err
+			}
+			return lc.emit(out, ps, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NAME\tFILE\tFORMAT\tRULES\tAPPLIED")
+				for _, p := range ps {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.File, p.Format, strings.Join(p.Rules, ","), p.AppliedAt.UTC().Format(time.RFC3339))
+				}
+			})
+		}),
+	}
+	lc.bind(listCmd)
+	var fc conn
+	firings := &cobra.Command{
+		Use: "firings NAME", Short: "Show a policy's firings on the server (admin)", Args: cobra.ExactArgs(1),
+		RunE: fc.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			fs, err := cl.Firings(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return fc.emit(out, fs, func(tw *tabwriter.Writer) {
+				for _, f := range fs {
+					fmt.Fprintln(tw, f.Text)
+				}
+			})
+		}),
+	}
+	fc.bind(firings)
+	cmd.AddCommand(apply, listCmd, firings)
+	return cmd
+}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/server"
+	"github.com/arbiterhq/arbiter/internal/store"
+)
+
+type serveFlags struct {
+	data, listen, configFile, adminTokenFile, addrFile, logLevel string
+	policies                                                     []string
+	interval                                                     time.Duration
+	rateLimit                                                    float64
+	batchDelay                                                   time.Duration
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve [--data DIR] [--listen ADDR] [--config FILE]",
+		Short: "Run the control plane: REST API, scheduler loop and durable store",
+		Long: `Runs the control plane. State lives in DIR/arbiter.db (bbolt, fsynced on
+every commit); with no state and no config it serves an empty fleet.
+--config seeds the fleet, tenants, reservations and workloads from the same
+YAML that "arbiter validate" checks, and --policy applies policy files;
+objects that already exist in the store are kept as they are.
+
+The admin token is read from ARBITER_ADMIN_TOKEN, else from
+--admin-token-file (default DIR/admin.token, created with a fresh random
+token on first start, mode 0600). Tenants get their own tokens with
+"arbiter tenant token create". The API is described at /v1/openapi.json;
+metrics are at /metrics, health at /healthz and /readyz.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.data, "data", envOr("ARBITER_DATA", "arbiter-data"), "state directory (env ARBITER_DATA)")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address to listen on")
+	fl.StringVarP(&f.configFile, "config", "c", "", "config file to seed fleet, tenants, reservations and workloads from")
+	fl.StringArrayVar(&f.policies, "policy", nil, "policy file to apply at start (repeatable)")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the admin token (default DIR/admin.token)")
+	fl.StringVar(&f.addrFile, "addr-file", "", "write the bound address here once listening (for --listen with port 0)")
+	fl.DurationVar(&f.interval, "interval", 2*time.Second, "scheduling timer; changes also trigger a cycle")
+	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
+	fl.DurationVar(&f.batchDelay, "batch-delay", 2*time.Millisecond, "longest wait to group concurrent commits into one fsync")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func runServe(ctx context.Context, f serveFlags) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("serve: --log-level: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var cfg *config.Config
+	if f.configFile != "" {
+		var err error
+		if cfg, err = config.Load(f.configFile); err != nil {
+			return err
+		}
+	}
+	type polFile struct {
+		name, file string
+		data       []byte
+	}
+	var pols []polFile
+	for _, p := range f.policies {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if _, err := policy.Load(p, data); err != nil {
+			return err
+		}
+		pols = append(pols, polFile{name: policyName(p), file: filepath.Base(p), data: data})
+	}
+	if err := os.MkdirAll(f.data, 0o700); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	admin := os.Getenv("ARBITER_ADMIN_TOKEN")
+	if admin == "" {
+		path := f.adminTokenFile
+		if path == "" {
+			path = filepath.Join(f.data, "admin.token")
+		}
+		var err error
+		if admin, err = server.AdminTokenFile(path); err != nil {
+			return err
+		}
+		log.Info("admin token", "file", path)
+	}
+	st, err := store.OpenBolt(filepath.Join(f.data, "arbiter.db"), &store.BoltOptions{MaxBatchDelay: f.batchDelay})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if cfg != nil {
+		n, err := server.Seed(ctx, st, cfg, time.Now())
+		if err != nil {
+			return err
+		}
+		log.Info("config seeded", "file", f.configFile, "added", n)
+	}
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, RateLimit: f.rateLimit, Logger: log})
+	if err != nil {
+		return err
+	}
+	for _, p := range pols {
+		if err := s.ApplyPolicy(ctx, p.name, p.file, string(p.data)); err != nil {
+			return fmt.Errorf("serve: --policy %s: %w", p.file, err)
+		}
+	}
+	return s.Serve(ctx, f.listen, f.addrFile)
+}
+
+// policyName names a policy after its file: "rules.yaml" → "rules".
+func policyName(path string) string {
+	base := filepath.Base(path)
+	return base[:len(base)-len(filepath.Ext(base))]
+}
