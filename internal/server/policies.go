@@ -417,7 +417,6 @@ func (s *Server) listFirings(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-
 // ApplyPolicy applies a policy from its source, as POST /v1/policies does.
 func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) error {
 	var eng *policy.Engine
