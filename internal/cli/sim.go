@@ -135,7 +135,7 @@ func loadStrategy(name string) (*sim.Strategy, error) {
 }
 
 func simFiles(dir string, res *sim.Results) []string {
-	files := []string{filepath.Join(dir, "results.json")}
+	files := []string{filepath.Join(dir, "report.html"), filepath.Join(dir, "results.json")}
 	for _, s := range res.Strategies {
 		files = append(files, filepath.Join(dir, s.Strategy+".csv"))
 	}
@@ -165,7 +165,7 @@ func writeSimOutputs(dir string, res *sim.Results) error {
 			return err
 		}
 	}
-	return nil
+	return write("report.html", res.WriteHTML)
 }
 
 func writeSimTable(w io.Writer, res *sim.Results) {

@@ -112,26 +112,6 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		p.nodes = append(p.nodes, i)
 		p.maxGPUs = max(p.maxGPUs, n.GPUs)
 	}
-	for _, p := range s.pools {
-		if p.key.kind == poolShared {
-			var total resource.MilliGPU
-			for _, i := range p.nodes {
-				total += resource.GPUs(s.nodes[i].node.GPUs)
-			}
-			s.free[tenancy.Key{Model: p.key.model, Region: p.key.region}] += total
-		}
-	}
-	for _, p := range s.pools {
-		p.buckets = make([][]uint64, p.maxGPUs+1)
-		p.low = make([]int, p.maxGPUs+1)
-		for k := range p.buckets {
-			p.buckets[k] = newBitset(len(p.nodes))
-		}
-		p.partial = newBitset(len(p.nodes))
-		for pos, i := range p.nodes {
-			setBit(p.buckets[s.nodes[i].whole], pos)
-		}
-	}
 	s.usage = make([][]resource.MilliGPU, len(s.tree.Tenants))
 	for t, ten := range s.tree.Tenants {
 		s.usage[t] = make([]resource.MilliGPU, len(ten.Quotas))
@@ -165,7 +145,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
 			continue
 		}
-		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, workLost: w.WorkLost(in.Now)}
+		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, workLost: -1}
 		ok = true
 		repStart := len(repBuf)
 		for ri, r := range w.Running.Replicas {
@@ -191,13 +171,13 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			if !ok {
 				break
 			}
-			s.adjust(n.Index, r.GPUs, -milli, w.CPU, w.Memory)
+			s.nodes[n.Index].hold(r.GPUs, -milli, w.CPU, w.Memory)
 			repBuf = append(repBuf, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli})
 		}
 		reps := repBuf[repStart:len(repBuf):len(repBuf)]
 		if !ok {
 			for _, r := range reps {
-				s.adjust(r.node, r.gpus, r.milli, -w.CPU, -w.Memory)
+				s.nodes[r.node].hold(r.gpus, r.milli, -w.CPU, -w.Memory)
 			}
 			repBuf = repBuf[:repStart]
 			continue
@@ -217,6 +197,29 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		rs.nodes = nodeBuf[nodeStart:len(nodeBuf):len(nodeBuf)]
 		s.run = append(s.run, rs)
 		s.replicas = append(s.replicas, reps)
+	}
+	// Index the pools now that running work holds its GPUs.
+	for _, p := range s.pools {
+		p.buckets = make([][]uint64, p.maxGPUs+1)
+		p.low = make([]int, p.maxGPUs+1)
+		for k := range p.buckets {
+			p.buckets[k] = newBitset(len(p.nodes))
+		}
+		p.partial = newBitset(len(p.nodes))
+		var free resource.MilliGPU
+		for pos, i := range p.nodes {
+			ns := &s.nodes[i]
+			setBit(p.buckets[ns.whole], pos)
+			if ns.partial > 0 {
+				setBit(p.partial, pos)
+			}
+			for _, f := range ns.free {
+				free += resource.MilliGPU(f)
+			}
+		}
+		if p.key.kind == poolShared {
+			s.free[tenancy.Key{Model: p.key.model, Region: p.key.region}] += free
+		}
 	}
 	s.resUsed = make([]resource.MilliGPU, len(in.Reservations))
 	for i := range s.run {

@@ -20,8 +20,18 @@ type Input struct {
 	// Workloads holds running (Running != nil) and pending workloads.
 	Workloads []*workload.Workload
 	// Down lists nodes that are unavailable; work on them is evicted.
-	Down    []fleet.NodeID
-	Options Options
+	Down []fleet.NodeID
+	// SpotPrices are the current spot prices; a spot workload with a max
+	// price is not placed where the price is above it.
+	SpotPrices []SpotPrice
+	Options    Options
+}
+
+// SpotPrice is the spot price of one GPU model in one region.
+type SpotPrice struct {
+	Model      fleet.ModelID
+	Region     string
+	PerGPUHour float64 // USD
 }
 
 // Options tune one cycle.

@@ -73,6 +73,7 @@ const (
 	ReasonNoCapacity      ReasonCode = "NoCapacity"      // no node has room, preemption could not help
 	ReasonNoBlock         ReasonCode = "NoBlock"         // no block can hold the gang
 	ReasonNoFlavor        ReasonCode = "NoFlavor"        // the fleet has none of the acceptable flavors/regions
+	ReasonSpotPrice       ReasonCode = "SpotPrice"       // the spot price is above the workload's max price
 	ReasonInvalid         ReasonCode = "Invalid"         // the spec can never run here
 )
 

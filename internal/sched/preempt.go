@@ -87,8 +87,8 @@ func (s *snapshot) sortVictims(vs []victim) {
 		if rx.w.Priority != ry.w.Priority {
 			return int(rx.w.Priority - ry.w.Priority)
 		}
-		if rx.workLost != ry.workLost {
-			if rx.workLost < ry.workLost {
+		if lx, ly := s.lost(x.run), s.lost(y.run); lx != ly {
+			if lx < ly {
 				return -1
 			}
 			return 1
@@ -104,7 +104,7 @@ func (s *snapshot) costOf(vs []victim) cost {
 			c.nonReclaim++
 		}
 		c.maxPrio = max(c.maxPrio, int(s.run[v.run].w.Priority))
-		c.lost += s.run[v.run].workLost
+		c.lost += s.lost(v.run)
 	}
 	return c
 }
@@ -323,7 +323,7 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 			Reason:      why,
 			Notice:      r.w.Priority == 0,
 			GracePeriod: r.w.GracePeriod.Seconds(),
-			WorkLost:    r.workLost,
+			WorkLost:    s.lost(v.run),
 		})
 		s.evict(v.run)
 	}

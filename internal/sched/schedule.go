@@ -56,7 +56,7 @@ func (s *snapshot) evictDown(plan *Plan) {
 				plan.Preemptions = append(plan.Preemptions, Preemption{
 					Workload: w.Name,
 					Reason:   fmt.Sprintf("node %s is down", s.nodes[n].node.ID),
-					WorkLost: s.run[i].workLost,
+					WorkLost: s.lost(i),
 				})
 				s.evict(i)
 				break
@@ -66,8 +66,42 @@ func (s *snapshot) evictDown(plan *Plan) {
 	s.commit()
 }
 
+// hopelessKey is what decides whether a preemption search can succeed:
+// claims that agree on it find the same victims and need the same room.
+type hopelessKey struct {
+	tenant, onRes, count, replicas int
+	perGPU                         int32
+	prio                           workload.Priority
+	within, preemptible, gang      bool
+	cpu                            resource.MilliCPU
+	mem                            resource.MiB
+	cand                           candidate
+}
+
+func keyOf(cl *claim) hopelessKey {
+	return hopelessKey{tenant: cl.tenant, onRes: cl.onRes, count: cl.count, replicas: cl.w.Replicas, perGPU: cl.perGPU,
+		prio: cl.w.Priority, within: cl.within, preemptible: cl.w.Preemptible, gang: cl.w.Gang(),
+		cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
+}
+
+// hopeless records that a preemption search for cl found nothing. Until
+// something is evicted, placements only take room and add no victims, so
+// the same search would fail again.
+func (s *snapshot) hopeless(cl *claim) {
+	if s.failed == nil {
+		s.failed = map[hopelessKey]int{}
+	}
+	s.failed[keyOf(cl)] = s.evictions
+}
+
+func (s *snapshot) knownHopeless(cl *claim) bool {
+	n, ok := s.failed[keyOf(cl)]
+	return ok && n == s.evictions
+}
+
 // evict frees a running workload's GPUs and quota (journaled).
 func (s *snapshot) evict(i int) {
+	s.evictions++
 	r := &s.run[i]
 	r.evicted = true
 	s.journal = append(s.journal, change{op: opEvict, run: i})
@@ -214,6 +248,13 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 	pools := s.regionModel[tenancy.Key{Model: c.model, Region: c.region}]
 	if len(pools) == 0 {
 		return reason{ReasonNoFlavor, fmt.Sprintf("no %s in %s", c.model, c.region)}, false
+	}
+	if w.Priority == workload.PrioritySpot && w.MaxPrice > 0 {
+		for _, p := range s.in.SpotPrices {
+			if p.Model == c.model && p.Region == c.region && p.PerGPUHour > w.MaxPrice {
+				return reason{ReasonSpotPrice, fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, above max price $%.2f", c.model, c.region, p.PerGPUHour, w.MaxPrice)}, false
+			}
+		}
 	}
 	cl := s.newClaim(w, t, c)
 	var resReason *reason
@@ -446,8 +487,11 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	var victims []Preemption
 	if cl.w.Gang() && cl.w.Replicas > 1 {
 		block, ok := s.pickBlock(cl)
-		if !ok && preempt {
+		if !ok && preempt && !s.knownHopeless(cl) {
 			block, victims, ok = s.preemptBlock(cl)
+			if !ok {
+				s.hopeless(cl)
+			}
 		}
 		if !ok {
 			s.rollback(mark)
@@ -464,10 +508,13 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	} else {
 		for r := 0; r < cl.w.Replicas; r++ {
 			i := s.bestNode(cl)
-			if i < 0 && preempt {
+			if i < 0 && preempt && (r > 0 || !s.knownHopeless(cl)) {
 				var vs []Preemption
 				i, vs = s.preemptNode(cl)
 				victims = append(victims, vs...)
+				if i < 0 && r == 0 {
+					s.hopeless(cl)
+				}
 			}
 			if i < 0 {
 				s.rollback(mark)

@@ -100,7 +100,7 @@ type runState struct {
 	entries  []usageRef  // quota entries it counts against
 	borrows  bool        // beyond its tenant's guarantee (reclaimable)
 	evicted  bool
-	workLost float64
+	workLost float64 // -1 until computed; use snapshot.lost
 	nodes    []int // distinct node indices it touches
 }
 
@@ -129,6 +129,11 @@ type snapshot struct {
 	refCache [][]refEntry
 
 	journal []change // undo log for what-if changes
+
+	// failed remembers preemption searches that found nothing, with the
+	// eviction count at the time (see hopeless).
+	failed    map[hopelessKey]int
+	evictions int
 
 	// Scratch space for victim searches.
 	stamp     uint32
@@ -260,6 +265,29 @@ func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU,
 		s.free[k] += resource.MilliGPU(int64(delta) * int64(len(gpus)))
 	}
 	s.reindex(i, oldWhole, oldPartial)
+}
+
+// hold changes a node's free GPUs and CPU/memory without touching the
+// pool indexes (used while the snapshot is being built).
+func (ns *nodeState) hold(gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
+	for _, g := range gpus {
+		before := ns.free[g]
+		after := min(max(before+delta, 0), resource.PerGPU)
+		ns.free[g] = after
+		countGPU(ns, before, -1)
+		countGPU(ns, after, +1)
+	}
+	ns.cpu -= cpu
+	ns.mem -= mem
+}
+
+// lost returns the work run ri would lose if evicted now (computed once).
+func (s *snapshot) lost(ri int) float64 {
+	r := &s.run[ri]
+	if r.workLost < 0 {
+		r.workLost = r.w.WorkLost(s.in.Now)
+	}
+	return r.workLost
 }
 
 func countGPU(ns *nodeState, free int32, d int) {

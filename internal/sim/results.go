@@ -96,4 +96,13 @@ var Columns = []struct {
 
 func pct(x float64) string { return fmt.Sprintf("%.2f%%", 100*x) }
 
-func dur(s float64) string { return (time.Duration(s) * time.Second).String() }
+func dur(s float64) string {
+	d := time.Duration(s) * time.Second
+	switch {
+	case d == 0:
+		return "0s"
+	case d < time.Hour:
+		return fmt.Sprintf("%.0f min", d.Minutes())
+	}
+	return fmt.Sprintf("%.1f h", d.Hours())
+}

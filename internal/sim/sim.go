@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/config"
@@ -97,6 +96,8 @@ type Sim struct {
 	evSeq int
 	q     eventQueue
 	dirty bool
+	// nextCycle is the earliest time of the next scheduling cycle.
+	nextCycle time.Time
 
 	// nodeUsed is milli-GPU allocated per node index.
 	nodeUsed []int64
@@ -104,6 +105,7 @@ type Sim struct {
 
 	services []*serviceState
 	skus     map[tenancy.Key]*fleet.SKU
+	smooth   []float64 // smoothed spot price per recorder.spotKeys
 	metrics  *recorder
 	progress func(done, total time.Duration)
 }
@@ -216,8 +218,9 @@ func (s *Sim) Run() *StrategyResult {
 		s.expire()
 		s.stepServices()
 		s.spotPrices()
-		if s.dirty {
+		if s.dirty && !t.Before(s.nextCycle) {
 			s.cycle()
+			s.nextCycle = t.Add(s.sc.Cycle)
 		}
 		s.metrics.sample()
 		if s.progress != nil && t.Sub(s.sc.Start)%time.Hour == 0 {
@@ -363,19 +366,21 @@ func (s *Sim) cycle() {
 	ws := make([]*workload.Workload, 0, len(s.jobs))
 	byName := make(map[workload.ID]*job, len(s.jobs))
 	for _, j := range s.jobs {
-		w := j.w
-		if w.Running == nil && w.Priority == workload.PrioritySpot && w.MaxPrice > 0 {
-			if w = s.affordableSpec(j); w == nil {
-				continue // spot work waits for its price
-			}
-		}
-		ws = append(ws, w)
+		ws = append(ws, j.w)
 		byName[j.w.Name] = j
 	}
 	in := s.in
 	in.Now = s.now
 	in.Workloads = ws
 	in.Options = schedOptions(s.st.Options)
+	// Spot work is admitted below 90% of its max price and evicted above
+	// it: the gap keeps it from flapping.
+	in.SpotPrices = in.SpotPrices[:0]
+	for ki, k := range s.metrics.spotKeys {
+		if ki < len(s.metrics.spot) {
+			in.SpotPrices = append(in.SpotPrices, sched.SpotPrice{Model: k.Model, Region: k.Region, PerGPUHour: s.metrics.spot[ki] / 0.9})
+		}
+	}
 	plan := sched.Schedule(in)
 	s.metrics.cycles++
 
@@ -455,6 +460,14 @@ func (s *Sim) spotPrices() {
 			frac = float64(u[0]) / float64(u[1])
 		}
 		price := s.spotPrice(k, frac)
+		if len(s.smooth) > len(s.metrics.spot) {
+			// Prices follow utilization smoothly (a 10-minute moving
+			// average), as spot markets do.
+			price = s.smooth[len(s.metrics.spot)] + (price-s.smooth[len(s.metrics.spot)])*0.1
+			s.smooth[len(s.metrics.spot)] = price
+		} else {
+			s.smooth = append(s.smooth, price)
+		}
 		s.metrics.spot = append(s.metrics.spot, price)
 		for _, j := range s.jobs {
 			if j.done || j.w.Running == nil || j.w.Priority != workload.PrioritySpot || j.w.MaxPrice <= 0 {
@@ -485,41 +498,6 @@ func (s *Sim) spotPrice(k tenancy.Key, util float64) float64 {
 		return spot
 	}
 	return spot + (od-spot)*math.Min(1, (util-0.7)/0.3)
-}
-
-// affordableSpec returns a spot job's workload limited to the flavors and
-// regions whose spot price its max price admits, or nil when none does.
-func (s *Sim) affordableSpec(j *job) *workload.Workload {
-	ok := func(m fleet.ModelID, r string) bool {
-		for ki, k := range s.metrics.spotKeys {
-			if k.Model == m && k.Region == r {
-				return ki >= len(s.metrics.spot) || s.metrics.spot[ki] <= j.w.MaxPrice
-			}
-		}
-		return false
-	}
-	var flavors []fleet.ModelID
-	var regions []string
-	for _, m := range j.w.Flavors {
-		for _, r := range j.w.Regions {
-			if ok(m, r) && !slices.Contains(flavors, m) {
-				flavors = append(flavors, m)
-			}
-		}
-	}
-	for _, r := range j.w.Regions {
-		for _, m := range flavors {
-			if ok(m, r) && !slices.Contains(regions, r) {
-				regions = append(regions, r)
-			}
-		}
-	}
-	if len(flavors) == 0 || len(regions) == 0 {
-		return nil
-	}
-	c := *j.w
-	c.Flavors, c.Regions = flavors, regions
-	return &c
 }
 
 // skuOf returns the SKU of the first node of a (model, region).
