@@ -101,7 +101,7 @@ type runState struct {
 	borrows  bool        // beyond its tenant's guarantee (reclaimable)
 	evicted  bool
 	workLost float64 // -1 until computed; use snapshot.lost
-	nodes    []int // distinct node indices it touches
+	nodes    []int   // distinct node indices it touches
 }
 
 type usageRef struct{ tenant, entry int }

@@ -228,7 +228,7 @@ type Assignment struct {
 
 // Workload is a spec plus its state.
 type Workload struct {
-	Spec `yaml:",inline"`
+	Spec        `yaml:",inline"`
 	SubmittedAt time.Time `yaml:"submitted_at"`
 	// Running is nil for a pending workload.
 	Running *Assignment `yaml:"running"`
