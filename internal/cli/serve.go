@@ -21,7 +21,7 @@ import (
 type serveFlags struct {
 	data, listen, configFile, adminTokenFile, addrFile, logLevel string
 	policies                                                     []string
-	interval                                                     time.Duration
+	interval, policyInterval                                     time.Duration
 	rateLimit                                                    float64
 	batchDelay                                                   time.Duration
 }
@@ -57,6 +57,7 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the admin token (default DIR/admin.token)")
 	fl.StringVar(&f.addrFile, "addr-file", "", "write the bound address here once listening (for --listen with port 0)")
 	fl.DurationVar(&f.interval, "interval", 2*time.Second, "scheduling timer; changes also trigger a cycle")
+	fl.DurationVar(&f.policyInterval, "policy-interval", 10*time.Second, "how often policies are evaluated")
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
 	fl.DurationVar(&f.batchDelay, "batch-delay", 2*time.Millisecond, "longest wait to group concurrent commits into one fsync")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -125,7 +126,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, RateLimit: f.rateLimit, Logger: log})
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, RateLimit: f.rateLimit, Logger: log})
 	if err != nil {
 		return err
 	}

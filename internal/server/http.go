@@ -292,7 +292,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(openAPI)
+		w.Write(s.openAPI)
 	})
 	for _, rt := range s.apiRoutes() {
 		s.route(mux, rt.pattern, rt.h)

@@ -66,6 +66,7 @@ type Server struct {
 	metrics    *metrics
 	policies   *policyRunner
 	shapeCache atomic.Pointer[shapeAt]
+	openAPI    []byte
 	handler    http.Handler
 }
 
@@ -124,6 +125,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.cat.Store(cat)
 	s.policies = newPolicyRunner(s)
 	if err := s.policies.load(ctx); err != nil {
+		return nil, err
+	}
+	if s.openAPI, err = buildOpenAPI(s.apiRoutes()); err != nil {
 		return nil, err
 	}
 	s.handler = s.routes()

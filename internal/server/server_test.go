@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http/httptest"
@@ -54,7 +55,7 @@ tenants:
 `
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	s     *Server
 	st    *store.BoltStore
 	url   string
@@ -62,10 +63,10 @@ type harness struct {
 	ctx   context.Context
 }
 
-func newHarness(t *testing.T, cfg string, o Options) *harness {
+func newHarness(t testing.TB, cfg string, o Options) *harness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "arbiter.db"), nil)
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,3 +178,32 @@ func TestSubmitScheduleWhyUsage(t *testing.T) {
 }
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func asAPI(err error, ae **api.Error) bool { return errors.As(err, ae) }
+
+// TestOpenAPICoversRoutes: every route is described, every description is
+// a route, and the document is valid JSON naming every path.
+func TestOpenAPICoversRoutes(t *testing.T) {
+	h := newHarness(t, "", Options{})
+	routes := map[string]bool{}
+	for _, rt := range h.s.apiRoutes() {
+		routes[rt.pattern] = true
+	}
+	for p := range docs {
+		if !routes[p] {
+			t.Errorf("OpenAPI describes %s, which is no route", p)
+		}
+	}
+	var doc struct {
+		Paths map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(h.s.openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for p := range routes {
+		method, path, _ := strings.Cut(p, " ")
+		if doc.Paths[path][strings.ToLower(method)] == nil {
+			t.Errorf("openapi.json lacks %s", p)
+		}
+	}
+}
