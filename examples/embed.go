@@ -13,3 +13,9 @@ var Strategies embed.FS
 //
 //go:embed policies/*.yaml
 var Policies embed.FS
+
+// FS holds both, as they lie in this directory, so that a strategy can
+// name its policy file relative to itself ("../policies/operators.yaml").
+//
+//go:embed strategies/*.yaml policies/*.yaml
+var FS embed.FS

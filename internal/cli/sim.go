@@ -121,13 +121,9 @@ examples/strategies/) or paths to your own strategy files.`,
 // loadStrategy reads a built-in strategy by name, or a strategy file.
 func loadStrategy(name string) (*sim.Strategy, error) {
 	if strings.HasSuffix(name, ".yaml") || strings.ContainsRune(name, os.PathSeparator) {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("sim: %w", err)
-		}
-		return sim.ParseStrategy(name, data)
+		return sim.LoadStrategyFile(name)
 	}
-	st, err := sim.LoadStrategy(examples.Strategies, "strategies/"+name)
+	st, err := sim.LoadStrategy(examples.FS, "strategies/"+name)
 	if err != nil {
 		return nil, fmt.Errorf("sim: unknown strategy %q: use static, dynamic, hybrid or a file.yaml", name)
 	}

@@ -217,7 +217,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 				free += resource.MilliGPU(f)
 			}
 		}
-		if p.key.kind == poolShared {
+		if p.key.kind != poolReservation {
 			s.free[tenancy.Key{Model: p.key.model, Region: p.key.region}] += free
 		}
 	}

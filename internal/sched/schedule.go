@@ -403,9 +403,9 @@ func (s *snapshot) admit(cl *claim) (reason, bool) {
 	return reason{}, true
 }
 
-// lendingOK checks a borrowing claim after it was placed: the shared
-// capacity left free must still cover the idle guarantee that other tenants
-// do not lend. A claim that took nothing from the shared pool, or did not
+// lendingOK checks a borrowing claim after it was placed: the capacity left
+// free (shared pool and partitions, which back guarantees too) must still
+// cover the idle guarantee that other tenants do not lend. A claim that took nothing from the shared pool, or did not
 // make a shortfall worse, passes.
 func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.MilliGPU) (reason, bool) {
 	if cl.borrow == 0 {

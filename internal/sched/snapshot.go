@@ -121,7 +121,7 @@ type snapshot struct {
 	usage    [][]resource.MilliGPU // usage[tenant][entry]
 	run      []runState
 	replicas [][]replicaAt                     // per run, its replicas
-	free     map[tenancy.Key]resource.MilliGPU // free milli in shared pools
+	free     map[tenancy.Key]resource.MilliGPU // free milli in shared and partition pools
 	// resUsed is, per reservation, the GPUs its owner runs on it.
 	resUsed []resource.MilliGPU
 	// refCache caches, per tenant, the quota entries a (model, region)
@@ -260,7 +260,7 @@ func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU,
 	}
 	ns.cpu -= cpu
 	ns.mem -= mem
-	if ns.pool >= 0 && s.pools[ns.pool].key.kind == poolShared {
+	if ns.pool >= 0 && s.pools[ns.pool].key.kind != poolReservation {
 		k := tenancy.Key{Model: ns.node.Model, Region: ns.node.Region}
 		s.free[k] += resource.MilliGPU(int64(delta) * int64(len(gpus)))
 	}

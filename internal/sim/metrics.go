@@ -34,6 +34,7 @@ type StrategyResult struct {
 	CostUSD                     float64 `json:"cost_usd"`
 	RevenueUSD                  float64 `json:"revenue_usd"`
 	SchedulingCycles            int     `json:"scheduling_cycles"`
+	PolicyFirings               int     `json:"policy_firings"`
 	// Conservation: allocated + idle GPU-hours = capacity × time.
 	CapacityGPUHours  float64 `json:"capacity_gpu_hours"`
 	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
@@ -141,8 +142,14 @@ func (r *recorder) firstPlaced(j *job) {
 func (r *recorder) capacityFailure(j *job) {
 	if j.customer && j.w.Kind == workload.KindVM {
 		r.res.CustomerCapacityFailures++
+		if DebugFailures != nil {
+			DebugFailures(r.s.st.Name, j.class, j.lastReason)
+		}
 	}
 }
+
+// DebugFailures, when set, is told of every customer capacity failure.
+var DebugFailures func(strategy, class, reason string)
 
 func (r *recorder) completed(j *job) {
 	if j.w.Kind == workload.KindTraining {

@@ -50,7 +50,11 @@ type serviceState struct {
 	replicas [][]*job // per serving region: pending and running replica jobs
 	next     int      // replica name counter
 
+	// base is the response time at p50, p95, p99 with no queueing and no
+	// network: what the service itself takes.
+	base [3]time.Duration
 	// Last step, for metrics.
+	p50       time.Duration
 	p99       time.Duration
 	p95       time.Duration
 	arrivals  float64
@@ -77,6 +81,8 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 			return nil, fmt.Errorf("sim: service %s: %w", sv.Name, err)
 		}
 		st := &serviceState{spec: sv, index: i, dist: dist}
+		idle := dist.Step(serving.StepInput{Rate: 1, Replicas: 1000, Step: Step})
+		st.base = [3]time.Duration{idle.P50, idle.P95, idle.P99}
 		st.router = serving.Router{Method: serving.Performance, RTT: serving.DefaultRTT()}
 		for _, r := range sv.Regions {
 			if !s.cfg.Fleet.HasRegion(r) {
@@ -147,6 +153,7 @@ func (s *Sim) stepServices() {
 		for _, r := range st.results {
 			st.arrivals += r.Arrivals
 		}
+		st.p50 = serving.MixQuantile(parts, 0.5)
 		st.p99 = serving.MixQuantile(parts, 0.99)
 		st.p95 = serving.MixQuantile(parts, 0.95)
 		st.withinSLO = 1 - serving.MixExceed(parts, sv.SLO)
@@ -189,6 +196,7 @@ func (s *Sim) scaleTo(st *serviceState, ri, want int) {
 		s.st.override(class, &w.Spec)
 		j := &job{w: w, gen: -1, svc: st.index, region: ri, class: class, remaining: s.end.Sub(s.now) + time.Hour,
 			basePriority: w.Priority, basePreempt: w.Preemptible}
+		s.applyClass(j)
 		st.replicas[ri] = append(st.replicas[ri], j)
 		s.submit(j)
 	}
@@ -209,4 +217,17 @@ func (s *Sim) scaleTo(st *serviceState, ri, want int) {
 		s.finish(j)
 		have--
 	}
+}
+
+// addedLatency is what users waited beyond the service's own processing
+// time at p50, p95 and p99, in seconds: network round trips plus queueing.
+// This is the latency policies watch ("p95 latency above 150ms"): it is
+// near zero when replicas keep up and grows as soon as they do not.
+func (st *serviceState) addedLatency() [3]float64 {
+	v := [3]time.Duration{st.p50, st.p95, st.p99}
+	var out [3]float64
+	for i := range v {
+		out[i] = max(0, min(v[i], maxLatency)-st.base[i]).Seconds()
+	}
+	return out
 }

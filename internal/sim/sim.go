@@ -44,6 +44,7 @@ type job struct {
 	everPlaced   bool
 	resEligible  bool // its reservation had room when it was submitted
 	overflowed   bool
+	lastReason   string // why it was pending at the last cycle
 	basePriority workload.Priority
 	basePreempt  bool
 }
@@ -104,6 +105,7 @@ type Sim struct {
 	capacity resource.MilliGPU
 
 	services []*serviceState
+	pol      *policyRun
 	skus     map[tenancy.Key]*fleet.SKU
 	smooth   []float64 // smoothed spot price per recorder.spotKeys
 	metrics  *recorder
@@ -168,6 +170,9 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 		return nil, err
 	}
 	s.metrics = newRecorder(s)
+	if err := s.loadPolicy(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -217,6 +222,7 @@ func (s *Sim) Run() *StrategyResult {
 		s.events(t)
 		s.expire()
 		s.stepServices()
+		s.stepPolicy()
 		s.spotPrices()
 		if s.dirty && !t.Before(s.nextCycle) {
 			s.cycle()
@@ -301,6 +307,7 @@ func (s *Sim) newJob(gi int) *job {
 	s.st.override(class, &w.Spec)
 	j := &job{w: w, gen: gi, svc: -1, class: class, customer: g.Customer, remaining: runtime,
 		basePriority: w.Priority, basePreempt: w.Preemptible}
+	s.applyClass(j)
 	if g.Patience > 0 {
 		j.deadline = s.now.Add(g.Patience)
 	}
@@ -365,7 +372,19 @@ func (s *Sim) cycle() {
 	s.jobs = live
 	ws := make([]*workload.Workload, 0, len(s.jobs))
 	byName := make(map[workload.ID]*job, len(s.jobs))
+	var classGPUs map[string]float64
+	if s.pol != nil && len(s.pol.capFrac) > 0 {
+		classGPUs = map[string]float64{}
+		for _, j := range s.jobs {
+			if j.w.Running != nil {
+				classGPUs[j.class] += float64(j.gpus()) / resource.PerGPU
+			}
+		}
+	}
 	for _, j := range s.jobs {
+		if j.w.Running == nil && s.held(j, classGPUs) {
+			continue
+		}
 		ws = append(ws, j.w)
 		byName[j.w.Name] = j
 	}
@@ -383,6 +402,11 @@ func (s *Sim) cycle() {
 	}
 	plan := sched.Schedule(in)
 	s.metrics.cycles++
+	for _, p := range plan.Pending {
+		if j := byName[p.Workload]; j != nil && j.customer {
+			j.lastReason = p.Reason
+		}
+	}
 
 	// Victims exit first; their grace delays the claimants' progress.
 	grace := map[workload.ID]time.Duration{}
@@ -427,6 +451,7 @@ func (s *Sim) cycle() {
 		j.version++
 		if !j.everPlaced {
 			j.everPlaced = true
+			j.deadline = time.Time{} // an evicted VM waits; it is not a new request
 			s.metrics.firstPlaced(j)
 		}
 		if j.remaining > 0 && j.svc < 0 {
@@ -540,3 +565,11 @@ func (s *Sim) reservationRoom(j *job) bool {
 
 // GPUs is the fleet's GPU count.
 func (s *Sim) GPUs() int { return int(s.capacity / resource.PerGPU) }
+
+// Firings is the run's policy log.
+func (s *Sim) Firings() []Firing {
+	if s.pol == nil {
+		return nil
+	}
+	return s.pol.firing
+}

@@ -16,7 +16,7 @@ func runShort(t testing.TB, strategy string, days int, seed uint64) *StrategyRes
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := LoadStrategy(examples.Strategies, "strategies/"+strategy)
+	st, err := LoadStrategy(examples.FS, "strategies/"+strategy)
 	if err != nil {
 		t.Fatal(err)
 	}

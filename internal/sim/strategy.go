@@ -3,6 +3,9 @@ package sim
 import (
 	"fmt"
 	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
 
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -22,6 +25,11 @@ type Strategy struct {
 	Partitions  []tenancy.Partition  `yaml:"partitions"`
 	Options     StrategyOptions      `yaml:"options"`
 	Classes     []ClassOverride      `yaml:"classes"`
+	// Policies names a policy file, relative to the strategy file.
+	Policies string `yaml:"policies"`
+
+	// readFile reads a file named relative to the strategy file.
+	readFile func(name string) ([]byte, error)
 }
 
 // StrategyOptions are the scheduler options a strategy sets.
@@ -58,7 +66,28 @@ func LoadStrategy(fsys fs.FS, name string) (*Strategy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: strategy %q: %w", name, err)
 	}
-	return ParseStrategy(name+".yaml", data)
+	st, err := ParseStrategy(name+".yaml", data)
+	if err != nil {
+		return nil, err
+	}
+	dir := path.Dir(name)
+	st.readFile = func(n string) ([]byte, error) { return fs.ReadFile(fsys, path.Join(dir, n)) }
+	return st, nil
+}
+
+// LoadStrategyFile reads a strategy file from disk.
+func LoadStrategyFile(file string) (*Strategy, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	st, err := ParseStrategy(file, data)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(file)
+	st.readFile = func(n string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, n)) }
+	return st, nil
 }
 
 // tenants returns the scenario's tenants with this strategy's quota
