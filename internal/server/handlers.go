@@ -105,7 +105,7 @@ func (s *Server) readWorld(r *http.Request, withWorkloads bool) (*world, error) 
 	var w *world
 	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var err error
-		w, err = loadWorld(tx, s.cat.Load(), withWorkloads)
+		w, err = loadWorldWith(tx, s.cat.Load(), withWorkloads, &s.live)
 		return err
 	})
 	return w, err

@@ -20,8 +20,11 @@ type whyIndex struct {
 	Pending  map[string]sched.Pending
 }
 
-// scheduleLoop runs a cycle at start, on every change (at most one every
-// MinInterval) and on the timer; policies are evaluated on their own timer.
+// scheduleLoop runs a cycle at start, on every change and on the timer;
+// policies are evaluated on their own timer. Cycles triggered by changes
+// are paced: at least MinInterval apart and, after a cycle that took d,
+// at least 3d later, so that scheduling takes at most about a quarter of
+// the CPU while a storm of submissions arrives.
 func (s *Server) scheduleLoop(ctx context.Context) {
 	tick := time.NewTicker(s.opts.Interval)
 	defer tick.Stop()
@@ -29,6 +32,7 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 	defer ptick.Stop()
 	s.policies.tick(ctx)
 	s.cycle(ctx)
+	var took time.Duration
 	for {
 		last := time.Now()
 		select {
@@ -39,14 +43,16 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 		case <-ptick.C:
 			s.policies.tick(ctx)
 		}
-		if wait := s.opts.MinInterval - time.Since(last); wait > 0 {
+		if wait := max(s.opts.MinInterval, 3*took) - time.Since(last); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(wait):
 			}
 		}
+		start := time.Now()
 		s.cycle(ctx)
+		took = time.Since(start)
 	}
 }
 
@@ -68,7 +74,7 @@ func (s *Server) cycle(ctx context.Context) {
 		var w *world
 		err := s.st.View(ctx, func(tx store.ReadTx) error {
 			var err error
-			w, err = loadWorld(tx, s.cat.Load(), true)
+			w, err = loadWorldWith(tx, s.cat.Load(), true, &s.live)
 			return err
 		})
 		if err != nil {

@@ -193,7 +193,7 @@ func (pr *policyRunner) tick(ctx context.Context) {
 	var wd *world
 	err := pr.s.st.View(ctx, func(tx store.ReadTx) error {
 		var err error
-		wd, err = loadWorld(tx, pr.s.cat.Load(), true)
+		wd, err = loadWorldWith(tx, pr.s.cat.Load(), true, &pr.s.live)
 		return err
 	})
 	if err != nil {

@@ -31,7 +31,7 @@ type Options struct {
 	// AdminToken is the secret of the admin token (required).
 	AdminToken string
 	// Interval is the scheduler's timer (default 2s); a change also
-	// triggers a cycle, at most one every MinInterval (default 20ms).
+	// triggers a cycle, at most one every MinInterval (default 50ms).
 	Interval    time.Duration
 	MinInterval time.Duration
 	// PolicyInterval is how often policies are evaluated (default 10s).
@@ -67,6 +67,7 @@ type Server struct {
 	policies   *policyRunner
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
+	live       liveCache
 	handler    http.Handler
 }
 
@@ -83,7 +84,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		o.Interval = 2 * time.Second
 	}
 	if o.MinInterval <= 0 {
-		o.MinInterval = 20 * time.Millisecond
+		o.MinInterval = 50 * time.Millisecond
 	}
 	if o.PolicyInterval <= 0 {
 		o.PolicyInterval = 10 * time.Second

@@ -51,6 +51,11 @@ func loadCatalog(tx store.ReadTx) (*fleet.Catalog, error) {
 // loadWorld reads everything the scheduler needs. withWorkloads false
 // skips workloads (cheap reads for fleet and tenant answers).
 func loadWorld(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool) (*world, error) {
+	return loadWorldWith(tx, cat, withWorkloads, nil)
+}
+
+// loadWorldWith reads live workloads through the cache when one is given.
+func loadWorldWith(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool, cache *liveCache) (*world, error) {
 	w := &world{Revision: tx.Revision(), Catalog: cat}
 	var err error
 	if w.Nodes, err = store.List[store.Node](tx, ""); err != nil {
@@ -85,14 +90,13 @@ func loadWorld(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool) (*world,
 		return nil, err
 	}
 	if withWorkloads {
-		all, err := store.List[store.Workload](tx, "")
+		if cache != nil {
+			w.Workloads, err = cache.live(tx)
+		} else {
+			w.Workloads, err = listLive(tx)
+		}
 		if err != nil {
 			return nil, err
-		}
-		for _, x := range all {
-			if x.State.Live() {
-				w.Workloads = append(w.Workloads, x)
-			}
 		}
 	}
 	return w, nil

@@ -40,7 +40,16 @@ func OpenBolt(path string, o *BoltOptions) (*BoltStore, error) {
 	if to == 0 {
 		to = 5 * time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: to})
+	// As etcd does: the freelist is not written on every commit (it is
+	// rebuilt when the file is opened), which saves pages per commit, and
+	// a hashmap freelist; a large initial mmap avoids remapping (which
+	// blocks readers) as the file grows.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         to,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: 1 << 30,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: opening %s: %w", path, err)
 	}
