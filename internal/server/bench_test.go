@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -50,7 +50,12 @@ func BenchmarkSubmit(b *testing.B) {
 	defer hs.Close()
 	var loop sync.WaitGroup
 	loop.Add(1)
-	go func() { defer loop.Done(); if os.Getenv("NOLOOP") == "" { s.Run(ctx) } }()
+	go func() {
+		defer loop.Done()
+		if os.Getenv("NOLOOP") == "" {
+			s.Run(ctx)
+		}
+	}()
 	admin := client.New(hs.URL, testAdmin)
 	tok, err := admin.CreateToken(ctx, "acme", "bench")
 	if err != nil {
