@@ -23,10 +23,7 @@ set_spot_price, drain, notify). Files may use the operators' format
 examples/policies/.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newPolicyExplainCmd(), newPolicyValidateCmd())
-	// "policy test -f FILE [--scenario S] [--strategy X]" replays a scenario
-	// in the simulator and prints each firing with its effect. It needs
-	// internal/sim; add newPolicyTestCmd() here when the simulator lands.
+	cmd.AddCommand(newPolicyExplainCmd(), newPolicyValidateCmd(), newPolicyTestCmd())
 	return cmd
 }
 

@@ -66,6 +66,9 @@ type Series struct {
 // has been turned away (it counts against the SLO).
 const maxLatency = 60 * time.Second
 
+// fragEvery is how often fragmentation is sampled.
+const fragEvery = 10 * time.Minute
+
 // SampleEvery is the spacing of time-series rows.
 const SampleEvery = 30 * time.Minute
 
@@ -87,7 +90,8 @@ type recorder struct {
 	p99Sum      float64
 	p99N        float64
 	idleMilli   float64 // milli-GPU·steps
-	fragMilli   float64 // free milli on partly used nodes, ·steps
+	fragMilli   float64 // free milli on partly used nodes, per fragEvery
+	fragFree    float64 // free milli, per fragEvery
 	freeMilli   float64
 	allocMilliS float64 // from runs: milli-GPU·seconds
 	revenue     float64
@@ -148,6 +152,9 @@ func (r *recorder) capacityFailure(j *job) {
 	}
 }
 
+// DebugPreempt, when set, is told of every preemption.
+var DebugPreempt func(strategy, victim, by, reason string)
+
 // DebugFailures, when set, is told of every customer capacity failure.
 var DebugFailures func(strategy, class, reason string)
 
@@ -160,6 +167,9 @@ func (r *recorder) completed(j *job) {
 
 func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
 	r.res.Preemptions++
+	if DebugPreempt != nil {
+		DebugPreempt(r.s.st.Name, j.class, string(p.By), p.Reason)
+	}
 	if j.w.Priority == workload.PrioritySpot {
 		r.res.SpotEvictions++
 	}
@@ -202,12 +212,20 @@ func (r *recorder) ran(j *job, from, to time.Time) {
 // sample records one step.
 func (r *recorder) sample() {
 	s := r.s
-	for i, n := range s.cfg.Fleet.Nodes {
-		free := float64(int64(n.GPUs)*resource.PerGPU - s.nodeUsed[i])
-		r.freeMilli += free
-		if s.nodeUsed[i] > 0 {
-			r.fragMilli += free
+	r.freeMilli += float64(int64(s.capacity) - s.usedAll)
+	if s.now.Sub(s.sc.Start)%fragEvery == 0 {
+		// Fragmentation (free GPUs on partly used nodes) is sampled every
+		// fragEvery: it needs a walk over the fleet.
+		var free, frag float64
+		for i, n := range s.cfg.Fleet.Nodes {
+			f := float64(int64(n.GPUs)*resource.PerGPU - s.nodeUsed[i])
+			free += f
+			if s.nodeUsed[i] > 0 {
+				frag += f
+			}
 		}
+		r.fragFree += free
+		r.fragMilli += frag
 	}
 	for i, st := range s.services {
 		p := float64(min(st.p99, maxLatency)) / float64(time.Millisecond)
@@ -273,8 +291,8 @@ func (r *recorder) finish() *StrategyResult {
 	if res.CapacityGPUHours > 0 {
 		res.GPUUtilization = res.AllocatedGPUHours / res.CapacityGPUHours
 	}
-	if r.freeMilli > 0 {
-		res.Fragmentation = r.fragMilli / r.freeMilli
+	if r.fragFree > 0 {
+		res.Fragmentation = r.fragMilli / r.fragFree
 	}
 	if res.CustomerRequests > 0 {
 		res.CustomerCapacityFailureRate = float64(res.CustomerCapacityFailures) / float64(res.CustomerRequests)

@@ -30,12 +30,21 @@ type policyRun struct {
 	// unapplied counts actions the simulator does not model (set_limit).
 	unapplied int
 	values    metricValues
+	// recovering lists firings waiting for p99 to return under the SLO.
+	recovering []int
 }
 
 // Firing is one entry of a run's policy log, with what it did.
 type Firing struct {
 	policy.Firing
 	Effect string `json:"effect"`
+	// WorstP99 and SLO are the worst service's p99 and its SLO when the
+	// rule changed state; Recovered is how long after a firing every
+	// service's p99 was back under its SLO (-1 if it never was in the run,
+	// 0 if it was not above at the firing).
+	WorstP99  time.Duration `json:"worst_p99"`
+	SLO       time.Duration `json:"slo"`
+	Recovered time.Duration `json:"recovered"`
 }
 
 // metricValues are the current step's values, in the engine's base units.
@@ -210,7 +219,13 @@ func (s *Sim) stepPolicy() {
 				}
 			}
 		}
-		p.firing = append(p.firing, Firing{Firing: f, Effect: effect})
+		worst, slo := s.worstP99()
+		fr := Firing{Firing: f, Effect: effect, WorstP99: worst, SLO: slo}
+		if f.Event == policy.EventFired && worst > slo {
+			fr.Recovered = -1
+			p.recovering = append(p.recovering, len(p.firing))
+		}
+		p.firing = append(p.firing, fr)
 		s.metrics.res.PolicyFirings++
 	}
 	changed := !mapsEqual(prio, p.prio) || !mapsEqual(preempt, p.preempt) || !mapsEqual(drained, p.drained) || !mapsEqual(capFrac, p.capFrac)
@@ -224,6 +239,27 @@ func (s *Sim) stepPolicy() {
 		s.dirty = true
 	}
 	s.enforceCaps()
+	if len(p.recovering) > 0 {
+		if worst, slo := s.worstP99(); worst <= slo {
+			for _, i := range p.recovering {
+				p.firing[i].Recovered = s.now.Sub(p.firing[i].Time)
+			}
+			p.recovering = p.recovering[:0]
+		}
+	}
+}
+
+// worstP99 returns the p99 and SLO of the service furthest above (or
+// closest to) its SLO this step.
+func (s *Sim) worstP99() (p99, slo time.Duration) {
+	best := -1.0
+	for _, st := range s.services {
+		r := float64(st.p99) / float64(st.spec.SLO)
+		if r > best {
+			best, p99, slo = r, min(st.p99, maxLatency), st.spec.SLO
+		}
+	}
+	return p99, slo
 }
 
 func mapsEqual[V comparable](a, b map[string]V) bool {

@@ -100,8 +100,13 @@ type Sim struct {
 	// nextCycle is the earliest time of the next scheduling cycle.
 	nextCycle time.Time
 
-	// nodeUsed is milli-GPU allocated per node index.
+	// nodeUsed is milli-GPU allocated per node index; keyUsed and keyCap
+	// the same per (model, region) of recorder.spotKeys.
 	nodeUsed []int64
+	nodeKey  []int
+	keyUsed  []int64
+	keyCap   []int64
+	usedAll  int64
 	capacity resource.MilliGPU
 
 	services []*serviceState
@@ -152,6 +157,7 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 	}
 	s.end = sc.Start.Add(dur)
 	s.nodeUsed = make([]int64, len(cfg.Fleet.Nodes))
+	s.nodeKey = make([]int, len(cfg.Fleet.Nodes))
 	for _, n := range cfg.Fleet.Nodes {
 		s.capacity += resource.GPUs(n.GPUs)
 	}
@@ -170,6 +176,16 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 		return nil, err
 	}
 	s.metrics = newRecorder(s)
+	s.keyUsed = make([]int64, len(s.metrics.spotKeys))
+	s.keyCap = make([]int64, len(s.metrics.spotKeys))
+	for i, n := range cfg.Fleet.Nodes {
+		for ki, k := range s.metrics.spotKeys {
+			if k.Model == n.Model && k.Region == n.Region {
+				s.nodeKey[i] = ki
+				s.keyCap[ki] += int64(n.GPUs) * resource.PerGPU
+			}
+		}
+	}
 	if err := s.loadPolicy(); err != nil {
 		return nil, err
 	}
@@ -337,7 +353,7 @@ func (s *Sim) finish(j *job) {
 func (s *Sim) release(j *job) {
 	for _, r := range j.w.Running.Replicas {
 		n, _ := s.cfg.Fleet.Node(r.Node)
-		s.nodeUsed[n.Index] -= int64(r.Milli) * int64(len(r.GPUs))
+		s.use(n.Index, -int64(r.Milli)*int64(len(r.GPUs)))
 	}
 	s.metrics.ran(j, j.placedAt, s.now)
 	if s.now.After(j.progressFrom) {
@@ -443,7 +459,7 @@ func (s *Sim) cycle() {
 		for _, p := range ps {
 			a.Replicas = append(a.Replicas, workload.Replica{Node: p.Node, GPUs: p.GPUs, Milli: resource.MilliGPU(p.Milli)})
 			n, _ := s.cfg.Fleet.Node(p.Node)
-			s.nodeUsed[n.Index] += p.Milli * int64(len(p.GPUs))
+			s.use(n.Index, p.Milli*int64(len(p.GPUs)))
 		}
 		j.w.Running = a
 		j.placedAt = s.now
@@ -469,20 +485,11 @@ func (s *Sim) cycle() {
 // spotPrices moves the spot price of each (model, region) with its
 // utilization and evicts spot work whose max price it passes.
 func (s *Sim) spotPrices() {
-	util := map[tenancy.Key][2]int64{}
-	for i, n := range s.cfg.Fleet.Nodes {
-		k := tenancy.Key{Model: n.Model, Region: n.Region}
-		u := util[k]
-		u[0] += s.nodeUsed[i]
-		u[1] += int64(n.GPUs) * resource.PerGPU
-		util[k] = u
-	}
 	s.metrics.spot = s.metrics.spot[:0]
-	for _, k := range s.metrics.spotKeys {
-		u := util[k]
+	for ki, k := range s.metrics.spotKeys {
 		frac := 0.0
-		if u[1] > 0 {
-			frac = float64(u[0]) / float64(u[1])
+		if s.keyCap[ki] > 0 {
+			frac = float64(s.keyUsed[ki]) / float64(s.keyCap[ki])
 		}
 		price := s.spotPrice(k, frac)
 		if len(s.smooth) > len(s.metrics.spot) {
@@ -495,7 +502,7 @@ func (s *Sim) spotPrices() {
 		}
 		s.metrics.spot = append(s.metrics.spot, price)
 		for _, j := range s.jobs {
-			if j.done || j.w.Running == nil || j.w.Priority != workload.PrioritySpot || j.w.MaxPrice <= 0 {
+			if j.w.Priority != workload.PrioritySpot || j.done || j.w.Running == nil || j.w.MaxPrice <= 0 {
 				continue
 			}
 			if j.w.Running.Flavor == k.Model && j.w.Running.Region == k.Region && price > j.w.MaxPrice {
@@ -572,4 +579,11 @@ func (s *Sim) Firings() []Firing {
 		return nil
 	}
 	return s.pol.firing
+}
+
+// use records milli-GPU taken (d > 0) or given back on node i.
+func (s *Sim) use(i int, d int64) {
+	s.nodeUsed[i] += d
+	s.keyUsed[s.nodeKey[i]] += d
+	s.usedAll += d
 }

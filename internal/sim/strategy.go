@@ -139,3 +139,10 @@ func (st *Strategy) override(class string, w *workload.Spec) {
 func schedOptions(o StrategyOptions) sched.Options {
 	return sched.Options{Scorer: o.Scorer, DisablePreemption: o.DisablePreemption, OverflowBeforePreempt: o.OverflowBeforePreempt}
 }
+
+// WithPolicyFile makes the strategy use the policy file at path (on disk)
+// instead of its own.
+func (st *Strategy) WithPolicyFile(path string) {
+	st.Policies = path
+	st.readFile = os.ReadFile
+}
