@@ -21,10 +21,12 @@ import (
 //  3. work lost since the victims' last checkpoints, in GPU-seconds;
 //  4. the number of victims.
 //
-// A workload is an allowed victim when it is preemptible and of lower
-// priority than the claimant, or when it borrows beyond its tenant's
-// guarantee and the claimant is within its own. Non-preemptible work within
-// its tenant's guarantee is never a victim.
+// A workload is an allowed victim when it is preemptible, of lower priority
+// than the claimant, and either of the claimant's tenant or borrowing; or
+// when it borrows beyond its tenant's guarantee and the claimant is within
+// its own. Non-preemptible work within its tenant's guarantee is never a
+// victim, and no tenant's guaranteed share is taken by priority alone (the
+// owner would reclaim it at once).
 
 type victim struct {
 	run   int
@@ -72,7 +74,10 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 	if cl.within && r.borrows && r.tenant != cl.tenant {
 		return victim{ri, 0}, true
 	}
-	if r.w.Preemptible && r.w.Priority < cl.w.Priority {
+	// Priority preemption across tenants only takes borrowed capacity:
+	// taking another tenant's guaranteed share would let it reclaim the
+	// share back at once, and the two would evict each other forever.
+	if r.w.Preemptible && r.w.Priority < cl.w.Priority && (r.tenant == cl.tenant || r.borrows) {
 		return victim{ri, 1}, true
 	}
 	return victim{}, false

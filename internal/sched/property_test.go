@@ -184,6 +184,7 @@ func TestProperties(t *testing.T) {
 			{"reclaim", propReclaim},
 			{"reservation", propReservation},
 			{"deterministic", propDeterministic},
+			{"no-ping-pong", propNoPingPong},
 		} {
 			if err := prop.fn(in, plan); err != nil {
 				t.Errorf("seed %d: %s: %v", seed, prop.name, err)
@@ -454,6 +455,28 @@ func propDeterministic(in Input, p Plan) error {
 	b, _ := json.Marshal(Schedule(in))
 	if !bytes.Equal(a, b) {
 		return fmt.Errorf("two runs differ:\n%s\n%s", a, b)
+	}
+	return nil
+}
+
+// propNoPingPong: in the next cycle, no victim of this cycle evicts the
+// workload that evicted it (priority preemption and reclaim must not undo
+// each other).
+func propNoPingPong(in Input, p Plan) error {
+	next := in
+	next.Workloads = Apply(in.Workloads, p, in.Now)
+	next.Now = in.Now.Add(time.Minute)
+	p2 := Schedule(next)
+	by := map[[2]workload.ID]bool{}
+	for _, x := range p.Preemptions {
+		if x.By != "" {
+			by[[2]workload.ID{x.Workload, x.By}] = true
+		}
+	}
+	for _, x := range p2.Preemptions {
+		if by[[2]workload.ID{x.By, x.Workload}] {
+			return fmt.Errorf("%s evicted %s, then %s evicted %s back (%s)", x.Workload, x.By, x.By, x.Workload, x.Reason)
+		}
 	}
 	return nil
 }
