@@ -107,10 +107,18 @@ func TestPolicyValidate(t *testing.T) {
 	}
 }
 
-func TestPolicyTestNotRegistered(t *testing.T) {
-	// "policy test" needs the simulator; until then it must not pretend.
-	_, _, code := runPolicyCLI("policy", "test", "-f", "../../examples/policies/operators.yaml")
-	if code == 0 {
-		t.Error(`"policy test" succeeded without a simulator`)
+func TestPolicyTest(t *testing.T) {
+	// Two simulated days of the contention scenario under the dynamic
+	// strategy with the operators' rules.
+	out, errOut, code := runPolicyCLI("policy", "test", "-f", "../../examples/policies/operators.yaml", "--days", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "firings over 2 days of contention under dynamic") {
+		t.Errorf("no summary line:\n%s", out)
+	}
+	_, errOut, code = runPolicyCLI("policy", "test", "-f", "nope.yaml")
+	if code == 0 || !strings.Contains(errOut, "nope.yaml") {
+		t.Errorf("missing file: %d %s", code, errOut)
 	}
 }
