@@ -20,7 +20,7 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		scenario, strategies, out, output string
-		days                              float64
+		days, scale                       float64
 		seed                              uint64
 		printScenario                     bool
 		jobs                              int
@@ -44,6 +44,9 @@ examples/strategies/) or paths to your own strategy files.`,
 			sc, err := sim.LoadScenario(scenario)
 			if err != nil {
 				return err
+			}
+			if scale > 0 && scale != 1 {
+				sc = sc.Scale(scale)
 			}
 			names := sc.Strategies
 			if strategies != "" {
@@ -115,6 +118,7 @@ examples/strategies/) or paths to your own strategy files.`,
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	f.BoolVar(&printScenario, "print-scenario", false, "print the embedded scenario and exit")
 	f.IntVarP(&jobs, "jobs", "j", 2, "strategies simulated in parallel")
+	f.Float64Var(&scale, "scale", 1, "multiply the scenario's machines and load by this factor")
 	return cmd
 }
 

@@ -465,7 +465,9 @@ func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
 					continue
 				}
 			case poolReservation:
-				if !cl.w.Preemptible {
+				// Idle reserved capacity is lent only to preemptible work,
+				// and only when preemption can give it back to the owner.
+				if !cl.w.Preemptible || s.in.Options.DisablePreemption {
 					continue
 				}
 			}

@@ -35,6 +35,9 @@ type StrategyResult struct {
 	RevenueUSD                  float64 `json:"revenue_usd"`
 	SchedulingCycles            int     `json:"scheduling_cycles"`
 	PolicyFirings               int     `json:"policy_firings"`
+	// Events counts arrivals, placements, preemptions and ends: the state
+	// changes the event loop processed.
+	Events int `json:"events"`
 	// Conservation: allocated + idle GPU-hours = capacity × time.
 	CapacityGPUHours  float64 `json:"capacity_gpu_hours"`
 	AllocatedGPUHours float64 `json:"allocated_gpu_hours"`
@@ -124,6 +127,7 @@ func newRecorder(s *Sim) *recorder {
 
 func (r *recorder) submitted(j *job) {
 	r.res.JobsSubmitted++
+	r.res.Events++
 	if j.customer && j.w.Kind == workload.KindVM {
 		r.res.CustomerRequests++
 	}

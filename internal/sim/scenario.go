@@ -3,6 +3,7 @@ package sim
 import (
 	_ "embed"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -182,4 +183,44 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// Scale returns a copy of the scenario with f times the machines in every
+// node group (at least one) and f times the arrival rates, one-off counts
+// and inference load: the same contention at another size.
+func (s *Scenario) Scale(f float64) *Scenario {
+	c := *s
+	c.Fleet.Regions = make([]fleet.RegionSpec, len(s.Fleet.Regions))
+	for ri, r := range s.Fleet.Regions {
+		r.Zones = append([]fleet.ZoneSpec(nil), r.Zones...)
+		for zi, z := range r.Zones {
+			z.Blocks = append([]fleet.BlockSpec(nil), z.Blocks...)
+			for bi, b := range z.Blocks {
+				b.Nodes = append([]fleet.GroupSpec(nil), b.Nodes...)
+				for gi := range b.Nodes {
+					b.Nodes[gi].Count = max(1, int(math.Round(float64(b.Nodes[gi].Count)*f)))
+				}
+				z.Blocks[bi] = b
+			}
+			r.Zones[zi] = z
+		}
+		c.Fleet.Regions[ri] = r
+	}
+	c.Generators = append([]Generator(nil), s.Generators...)
+	for i := range c.Generators {
+		c.Generators[i].RatePerHour *= f
+		if c.Generators[i].Count > 0 {
+			c.Generators[i].Count = max(1, int(math.Round(float64(c.Generators[i].Count)*f)))
+		}
+	}
+	c.Services = append([]Service(nil), s.Services...)
+	for i := range c.Services {
+		c.Services[i].Scale *= f
+		c.Services[i].MinReplicas = max(1, int(math.Round(float64(c.Services[i].MinReplicas)*f)))
+	}
+	c.Reservations = append([]tenancy.Reservation(nil), s.Reservations...)
+	for i := range c.Reservations {
+		c.Reservations[i].Count = max(1, int(math.Round(float64(c.Reservations[i].Count)*f)))
+	}
+	return &c
 }

@@ -356,6 +356,7 @@ func (s *Sim) release(j *job) {
 		s.use(n.Index, -int64(r.Milli)*int64(len(r.GPUs)))
 	}
 	s.metrics.ran(j, j.placedAt, s.now)
+	s.metrics.res.Events++ // a run ends: completion, preemption or cancel
 	if s.now.After(j.progressFrom) {
 		j.remaining -= s.now.Sub(j.progressFrom)
 	}
@@ -463,6 +464,7 @@ func (s *Sim) cycle() {
 		}
 		j.w.Running = a
 		j.placedAt = s.now
+		s.metrics.res.Events++
 		j.progressFrom = a.StartedAt
 		j.version++
 		if !j.everPlaced {
