@@ -28,6 +28,8 @@ type StrategyResult struct {
 	TrainingJCTP50H             float64 `json:"training_jct_p50_h"`
 	WorkLostGPUHours            float64 `json:"work_lost_to_preemption_gpu_hours"`
 	Preemptions                 int     `json:"preemptions"`
+	// CustomerVMPreemptions counts evictions of customers' (non-spot) VMs.
+	CustomerVMPreemptions int `json:"customer_vm_preemptions"`
 	SpotEvictions               int     `json:"spot_evictions"`
 	Overflows                   int     `json:"overflows"`
 	Fragmentation               float64 `json:"fragmentation"`
@@ -128,7 +130,7 @@ func newRecorder(s *Sim) *recorder {
 func (r *recorder) submitted(j *job) {
 	r.res.JobsSubmitted++
 	r.res.Events++
-	if j.customer && j.w.Kind == workload.KindVM {
+	if j.customerRequest() {
 		r.res.CustomerRequests++
 	}
 	if j.w.Reservation != "" && r.s.reservationRoom(j) {
@@ -139,7 +141,7 @@ func (r *recorder) submitted(j *job) {
 
 func (r *recorder) firstPlaced(j *job) {
 	wait := r.s.now.Sub(j.submitted).Seconds()
-	if j.customer && j.w.Kind == workload.KindVM {
+	if j.customerRequest() {
 		r.custWait = append(r.custWait, wait)
 	}
 	if j.resEligible && j.w.Running.OnReservation && wait <= 300 {
@@ -148,7 +150,7 @@ func (r *recorder) firstPlaced(j *job) {
 }
 
 func (r *recorder) capacityFailure(j *job) {
-	if j.customer && j.w.Kind == workload.KindVM {
+	if j.customerRequest() {
 		r.res.CustomerCapacityFailures++
 		if DebugFailures != nil {
 			DebugFailures(r.s.st.Name, j.class, j.lastReason)
@@ -171,6 +173,9 @@ func (r *recorder) completed(j *job) {
 
 func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
 	r.res.Preemptions++
+	if j.customerRequest() {
+		r.res.CustomerVMPreemptions++
+	}
 	if DebugPreempt != nil {
 		DebugPreempt(r.s.st.Name, j.class, string(p.By), p.Reason)
 	}
@@ -349,4 +354,10 @@ func quantile(xs []float64, q float64) float64 {
 	ys := append([]float64(nil), xs...)
 	sort.Float64s(ys)
 	return ys[int(math.Ceil(q*float64(len(ys))))-1]
+}
+
+// customerRequest reports whether a job is a customer's request for
+// capacity: a VM that is not spot (spot comes with no promise of capacity).
+func (j *job) customerRequest() bool {
+	return j.customer && j.w.Kind == workload.KindVM && j.basePriority != workload.PrioritySpot
 }

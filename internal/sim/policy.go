@@ -335,6 +335,9 @@ func (s *Sim) enforceCaps() {
 func (s *Sim) evictForPolicy(j *job) {
 	lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
 	s.metrics.res.Preemptions++
+	if j.customerRequest() {
+		s.metrics.res.CustomerVMPreemptions++
+	}
 	s.metrics.res.WorkLostGPUHours += lost / 3600 * float64(j.gpus()) / resource.PerGPU
 	s.release(j)
 	j.remaining += time.Duration(lost * float64(time.Second))

@@ -87,6 +87,7 @@ var Columns = []struct {
 	{"training JCT p50", func(r *StrategyResult) string { return fmt.Sprintf("%.2f h", r.TrainingJCTP50H) }, -1},
 	{"work lost to preemption", func(r *StrategyResult) string { return fmt.Sprintf("%.0f GPU-h", r.WorkLostGPUHours) }, -1},
 	{"preemptions", func(r *StrategyResult) string { return strconv.Itoa(r.Preemptions) }, -1},
+	{"customer VMs preempted", func(r *StrategyResult) string { return strconv.Itoa(r.CustomerVMPreemptions) }, -1},
 	{"spot evictions", func(r *StrategyResult) string { return strconv.Itoa(r.SpotEvictions) }, -1},
 	{"overflowed workloads", func(r *StrategyResult) string { return strconv.Itoa(r.Overflows) }, 0},
 	{"fragmentation", func(r *StrategyResult) string { return pct(r.Fragmentation) }, -1},

@@ -409,12 +409,12 @@ func (s *Sim) cycle() {
 	in.Now = s.now
 	in.Workloads = ws
 	in.Options = schedOptions(s.st.Options)
-	// Spot work is admitted below 90% of its max price and evicted above
+	// Spot work is admitted below 80% of its max price and evicted above
 	// it: the gap keeps it from flapping.
 	in.SpotPrices = in.SpotPrices[:0]
 	for ki, k := range s.metrics.spotKeys {
 		if ki < len(s.metrics.spot) {
-			in.SpotPrices = append(in.SpotPrices, sched.SpotPrice{Model: k.Model, Region: k.Region, PerGPUHour: s.metrics.spot[ki] / 0.9})
+			in.SpotPrices = append(in.SpotPrices, sched.SpotPrice{Model: k.Model, Region: k.Region, PerGPUHour: s.metrics.spot[ki] / 0.8})
 		}
 	}
 	plan := sched.Schedule(in)
@@ -495,9 +495,9 @@ func (s *Sim) spotPrices() {
 		}
 		price := s.spotPrice(k, frac)
 		if len(s.smooth) > len(s.metrics.spot) {
-			// Prices follow utilization smoothly (a 10-minute moving
-			// average), as spot markets do.
-			price = s.smooth[len(s.metrics.spot)] + (price-s.smooth[len(s.metrics.spot)])*0.1
+			// Prices follow utilization smoothly (an exponential moving
+			// average over about an hour), as spot markets do.
+			price = s.smooth[len(s.metrics.spot)] + (price-s.smooth[len(s.metrics.spot)])*(1.0/60)
 			s.smooth[len(s.metrics.spot)] = price
 		} else {
 			s.smooth = append(s.smooth, price)
