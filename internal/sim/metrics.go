@@ -29,14 +29,14 @@ type StrategyResult struct {
 	WorkLostGPUHours            float64 `json:"work_lost_to_preemption_gpu_hours"`
 	Preemptions                 int     `json:"preemptions"`
 	// CustomerVMPreemptions counts evictions of customers' (non-spot) VMs.
-	CustomerVMPreemptions int `json:"customer_vm_preemptions"`
-	SpotEvictions               int     `json:"spot_evictions"`
-	Overflows                   int     `json:"overflows"`
-	Fragmentation               float64 `json:"fragmentation"`
-	CostUSD                     float64 `json:"cost_usd"`
-	RevenueUSD                  float64 `json:"revenue_usd"`
-	SchedulingCycles            int     `json:"scheduling_cycles"`
-	PolicyFirings               int     `json:"policy_firings"`
+	CustomerVMPreemptions int     `json:"customer_vm_preemptions"`
+	SpotEvictions         int     `json:"spot_evictions"`
+	Overflows             int     `json:"overflows"`
+	Fragmentation         float64 `json:"fragmentation"`
+	CostUSD               float64 `json:"cost_usd"`
+	RevenueUSD            float64 `json:"revenue_usd"`
+	SchedulingCycles      int     `json:"scheduling_cycles"`
+	PolicyFirings         int     `json:"policy_firings"`
 	// Events counts arrivals, placements, preemptions and ends: the state
 	// changes the event loop processed.
 	Events int `json:"events"`
