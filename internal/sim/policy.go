@@ -292,9 +292,6 @@ func (s *Sim) applyClass(j *job) {
 // held reports whether a pending job must wait because its class is
 // drained or at its scale_down cap.
 func (s *Sim) held(j *job, classGPUs map[string]float64) bool {
-	if s.pol == nil {
-		return false
-	}
 	if s.pol.drained[j.class] {
 		return true
 	}

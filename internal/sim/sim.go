@@ -111,6 +111,8 @@ type Sim struct {
 
 	services []*serviceState
 	pol      *policyRun
+	// afterStep, when set (by tests), runs at the end of every step.
+	afterStep func()
 	skus     map[tenancy.Key]*fleet.SKU
 	smooth   []float64 // smoothed spot price per recorder.spotKeys
 	metrics  *recorder
@@ -245,6 +247,9 @@ func (s *Sim) Run() *StrategyResult {
 			s.nextCycle = t.Add(s.sc.Cycle)
 		}
 		s.metrics.sample()
+		if s.afterStep != nil {
+			s.afterStep()
+		}
 		if s.progress != nil && t.Sub(s.sc.Start)%time.Hour == 0 {
 			s.progress(t.Sub(s.sc.Start), total)
 		}
@@ -389,8 +394,8 @@ func (s *Sim) cycle() {
 	s.jobs = live
 	ws := make([]*workload.Workload, 0, len(s.jobs))
 	byName := make(map[workload.ID]*job, len(s.jobs))
-	var classGPUs map[string]float64
-	if s.pol != nil && len(s.pol.capFrac) > 0 {
+	var classGPUs map[string]float64 // nil unless a policy holds some work back
+	if s.pol != nil && (len(s.pol.capFrac) > 0 || len(s.pol.drained) > 0) {
 		classGPUs = map[string]float64{}
 		for _, j := range s.jobs {
 			if j.w.Running != nil {
@@ -399,8 +404,13 @@ func (s *Sim) cycle() {
 		}
 	}
 	for _, j := range s.jobs {
-		if j.w.Running == nil && s.held(j, classGPUs) {
-			continue
+		if j.w.Running == nil && classGPUs != nil {
+			if s.held(j, classGPUs) {
+				continue
+			}
+			// Count it as if placed, so that the pending work let through
+			// together stays within the cap.
+			classGPUs[j.class] += float64(j.gpus()) / resource.PerGPU
 		}
 		ws = append(ws, j.w)
 		byName[j.w.Name] = j

@@ -1,0 +1,86 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/examples"
+	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// TestOperatorsRulesInContention runs the dynamic strategy (the operators'
+// two rules) over the contention scenario and checks that each rule fires
+// for the reason it states and does what it says.
+func TestOperatorsRulesInContention(t *testing.T) {
+	sc, err := LoadScenario("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := LoadStrategy(examples.FS, "strategies/dynamic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	days := 8
+	s, err := New(sc, st, Options{Seed: 1, Duration: time.Duration(days) * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var capChecks, batchChecks int
+	s.afterStep = func() {
+		// While ai_training_priority holds, developer instances stay within
+		// 30% of what they had when it fired, and batch jobs are low
+		// priority and preemptible.
+		if f, ok := s.pol.capFrac["developer_instances"]; ok {
+			capChecks++
+			if got, limit := s.classGPUs("developer_instances"), f*s.pol.capGPUs["developer_instances"]; got > limit+1e-9 {
+				t.Errorf("%v: developer_instances hold %.0f GPUs, cap %.0f", s.now, got, limit)
+			}
+			for _, j := range s.jobs {
+				if !j.done && j.class == "batch_jobs" {
+					batchChecks++
+					if j.w.Priority != workload.PriorityLow || !j.w.Preemptible {
+						t.Errorf("%v: batch job %s is %v preemptible=%v while migrated to the low-priority pool", s.now, j.w.Name, j.w.Priority, j.w.Preemptible)
+					}
+				}
+			}
+		}
+	}
+	s.Run()
+	var sla, training int
+	for _, f := range s.Firings() {
+		if f.Event != policy.EventFired {
+			continue
+		}
+		switch f.Rule {
+		case "customer_sla_protection":
+			sla++
+			v := f.Values[0]
+			if v.Metric != policy.MetricP95Latency || v.Value <= 0.150 || v.Held < 5*time.Minute {
+				t.Errorf("customer_sla_protection fired on %v", f.Values)
+			}
+			if f.Recovered == 0 {
+				continue // p99 was under its SLO at the firing
+			}
+			if f.Recovered < 0 {
+				t.Errorf("%v: inference p99 %v never returned under its SLO %v", f.Time, f.WorstP99, f.SLO)
+			} else {
+				t.Logf("%v: p95 %.0f ms for %v; p99 %v > SLO %v, back under it after %v", f.Time, v.Value*1000, v.Held, f.WorstP99, f.SLO, f.Recovered)
+			}
+		case "ai_training_priority":
+			training++
+			v := f.Values[0]
+			if v.Metric != policy.MetricUtilization || v.Value <= 0.85 {
+				t.Errorf("ai_training_priority fired on %v", f.Values)
+			}
+			t.Logf("%v: utilization %.1f%%: %s", f.Time, v.Value*100, f.Effect)
+		}
+	}
+	if sla == 0 || training == 0 {
+		t.Fatalf("in %d days: customer_sla_protection fired %d times, ai_training_priority %d times; both should", days, sla, training)
+	}
+	if capChecks == 0 || batchChecks == 0 {
+		t.Fatalf("scale_down never checked (%d steps, %d batch jobs)", capChecks, batchChecks)
+	}
+	t.Logf("%d SLA firings, %d training-priority firings, cap held over %d steps", sla, training, capChecks)
+}
