@@ -113,10 +113,10 @@ type Sim struct {
 	pol      *policyRun
 	// afterStep, when set (by tests), runs at the end of every step.
 	afterStep func()
-	skus     map[tenancy.Key]*fleet.SKU
-	smooth   []float64 // smoothed spot price per recorder.spotKeys
-	metrics  *recorder
-	progress func(done, total time.Duration)
+	skus      map[tenancy.Key]*fleet.SKU
+	smooth    []float64 // smoothed spot price per recorder.spotKeys
+	metrics   *recorder
+	progress  func(done, total time.Duration)
 }
 
 // Options tune a run.
