@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -24,94 +23,14 @@ type replicaAt struct {
 func newSnapshot(in *Input) (*snapshot, []string) {
 	f := in.Fleet
 	s := &snapshot{
-		in:          in,
-		nodes:       make([]nodeState, len(f.Nodes)),
-		poolIdx:     map[poolKey]int{},
-		regionModel: map[tenancy.Key][]int{},
-		blocks:      map[fleet.BlockID][]int{},
-		tree:        in.Tenants,
-		free:        map[tenancy.Key]resource.MilliGPU{},
-		refCache:    make([][]refEntry, len(in.Tenants.Tenants)),
+		in:       in,
+		tree:     in.Tenants,
+		free:     map[tenancy.Key]resource.MilliGPU{},
+		refCache: make([][]refEntry, len(in.Tenants.Tenants)),
+		terse:    in.Options.TerseReasons,
 	}
 	var conflicts []string
-	down := make(map[fleet.NodeID]bool, len(in.Down))
-	for _, id := range in.Down {
-		down[id] = true
-	}
-	// Which pool each node belongs to: an active reservation first, then a
-	// partition, else the shared pool.
-	access := make([]poolKey, len(f.Nodes))
-	for i, n := range f.Nodes {
-		access[i] = poolKey{region: n.Region, model: n.Model, kind: poolShared}
-	}
-	for pi, p := range in.Partitions {
-		for _, b := range p.Blocks {
-			for _, n := range f.BlockNodes(b) {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi}
-			}
-		}
-		for _, id := range p.Nodes {
-			if n, ok := f.Node(id); ok {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi}
-			}
-		}
-	}
-	for ri := range in.Reservations {
-		r := &in.Reservations[ri]
-		if !r.Active(in.Now) {
-			continue
-		}
-		for _, id := range r.Nodes {
-			if n, ok := f.Node(id); ok {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolReservation, id: ri}
-			}
-		}
-	}
-	backing := make([]int32, 0, 8*len(f.Nodes))
-	lastKey, lastPool := poolKey{}, -1
-	var lastBlock fleet.BlockID
-	lastBlockSet := false
-	for i, n := range f.Nodes {
-		start := len(backing)
-		for g := 0; g < n.GPUs; g++ {
-			backing = append(backing, resource.PerGPU)
-		}
-		ns := &s.nodes[i]
-		ns.node = n
-		ns.free = backing[start:len(backing):len(backing)]
-		ns.whole = n.GPUs
-		ns.cpu, ns.mem = n.CPU, n.Memory
-		ns.pool = -1
-		if !lastBlockSet || n.Block != lastBlock {
-			if _, ok := s.blocks[n.Block]; !ok {
-				s.blockOrder = append(s.blockOrder, n.Block)
-			}
-			lastBlock, lastBlockSet = n.Block, true
-		}
-		s.blocks[n.Block] = append(s.blocks[n.Block], i)
-		if down[n.ID] {
-			ns.down = true
-			continue
-		}
-		k := access[i]
-		pi, ok := lastPool, lastPool >= 0 && k == lastKey
-		if !ok {
-			pi, ok = s.poolIdx[k]
-		}
-		lastKey, lastPool = k, pi
-		if !ok {
-			pi = len(s.pools)
-			s.poolIdx[k] = pi
-			s.pools = append(s.pools, &pool{key: k})
-			rm := tenancy.Key{Model: n.Model, Region: n.Region}
-			s.regionModel[rm] = append(s.regionModel[rm], pi)
-			lastPool = pi
-		}
-		p := s.pools[pi]
-		ns.pool, ns.pos = pi, len(p.nodes)
-		p.nodes = append(p.nodes, i)
-		p.maxGPUs = max(p.maxGPUs, n.GPUs)
-	}
+	s.instantiate(in.Cache.skeleton(in))
 	s.usage = make([][]resource.MilliGPU, len(s.tree.Tenants))
 	for t, ten := range s.tree.Tenants {
 		s.usage[t] = make([]resource.MilliGPU, len(ten.Quotas))

@@ -25,6 +25,9 @@ type Input struct {
 	// price is not placed where the price is above it.
 	SpotPrices []SpotPrice
 	Options    Options
+	// Cache, when set, memoises what depends on the fleet alone across
+	// cycles (see Cache). It never changes the Plan.
+	Cache *Cache
 }
 
 // SpotPrice is the spot price of one GPU model in one region.
@@ -43,6 +46,10 @@ type Options struct {
 	// OverflowBeforePreempt tries every acceptable flavor and region
 	// without preemption before preempting anywhere.
 	OverflowBeforePreempt bool
+	// TerseReasons leaves Pending.Reason and Details empty (Code is still
+	// set): for callers such as the simulator that decide thousands of
+	// pending workloads per cycle and read no messages.
+	TerseReasons bool
 }
 
 // candidate is one acceptable (flavor, region) of a workload.
@@ -56,7 +63,10 @@ func (c candidate) String() string { return string(c.model) + "/" + c.region }
 // candidates lists a workload's acceptable options, most preferred first:
 // regions in order, and in each region the flavors in order.
 func candidates(w *workload.Workload) []candidate {
-	out := make([]candidate, 0, len(w.Regions)*len(w.Flavors))
+	return appendCandidates(make([]candidate, 0, len(w.Regions)*len(w.Flavors)), w)
+}
+
+func appendCandidates(out []candidate, w *workload.Workload) []candidate {
 	for _, r := range w.Regions {
 		for _, m := range w.Flavors {
 			out = append(out, candidate{m, r})

@@ -185,6 +185,8 @@ func TestProperties(t *testing.T) {
 			{"reservation", propReservation},
 			{"deterministic", propDeterministic},
 			{"no-ping-pong", propNoPingPong},
+			{"terse-same-plan", propTerse},
+			{"cache-same-plan", propCache},
 		} {
 			if err := prop.fn(in, plan); err != nil {
 				t.Errorf("seed %d: %s: %v", seed, prop.name, err)
@@ -476,6 +478,39 @@ func propNoPingPong(in Input, p Plan) error {
 	for _, x := range p2.Preemptions {
 		if by[[2]workload.ID{x.By, x.Workload}] {
 			return fmt.Errorf("%s evicted %s, then %s evicted %s back (%s)", x.Workload, x.By, x.By, x.Workload, x.Reason)
+		}
+	}
+	return nil
+}
+
+// propTerse: TerseReasons changes only the messages, never a decision.
+func propTerse(in Input, p Plan) error {
+	in.Options.TerseReasons = true
+	q := Schedule(in)
+	strip := func(p Plan) Plan {
+		c := p
+		c.Pending = nil
+		for _, x := range p.Pending {
+			c.Pending = append(c.Pending, Pending{Workload: x.Workload, Code: x.Code})
+		}
+		return c
+	}
+	a, _ := json.Marshal(strip(p))
+	b, _ := json.Marshal(q)
+	if !bytes.Equal(a, b) {
+		return fmt.Errorf("terse plan differs:\n%s\n%s", a, b)
+	}
+	return nil
+}
+
+// propCache: a Cache, cold or warm, never changes the plan.
+func propCache(in Input, p Plan) error {
+	want, _ := json.Marshal(p)
+	in.Cache = &Cache{}
+	for i := 0; i < 2; i++ {
+		got, _ := json.Marshal(Schedule(in))
+		if !bytes.Equal(want, got) {
+			return fmt.Errorf("plan with cache (pass %d) differs", i)
 		}
 	}
 	return nil

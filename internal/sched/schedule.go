@@ -208,8 +208,10 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: "asks for no GPUs"})
 		return false
 	}
-	cands := candidates(w)
-	reasons := make([]reason, 0, len(cands))
+	s.cands = appendCandidates(s.cands[:0], w)
+	cands := s.cands
+	reasons := s.reasons[:0]
+	defer func() { s.reasons = reasons[:0] }()
 	passes := []bool{!s.in.Options.DisablePreemption}
 	if s.in.Options.OverflowBeforePreempt && !s.in.Options.DisablePreemption {
 		passes = []bool{false, true}
@@ -232,7 +234,7 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 		p.Code, p.Reason = ReasonInvalid, "no acceptable flavor or region"
 	} else {
 		p.Code, p.Reason = reasons[0].code, reasons[0].msg
-		if len(reasons) > 1 {
+		if len(reasons) > 1 && !s.terse {
 			for i, r := range reasons {
 				p.Details = append(p.Details, cands[i].String()+": "+r.msg)
 			}
@@ -247,18 +249,24 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preempt bool, plan *Plan) (reason, bool) {
 	pools := s.regionModel[tenancy.Key{Model: c.model, Region: c.region}]
 	if len(pools) == 0 {
+		if s.terse {
+			return reason{code: ReasonNoFlavor}, false
+		}
 		return reason{ReasonNoFlavor, fmt.Sprintf("no %s in %s", c.model, c.region)}, false
 	}
 	if w.Priority == workload.PrioritySpot && w.MaxPrice > 0 {
 		for _, p := range s.in.SpotPrices {
 			if p.Model == c.model && p.Region == c.region && p.PerGPUHour > w.MaxPrice {
+				if s.terse {
+					return reason{code: ReasonSpotPrice}, false
+				}
 				return reason{ReasonSpotPrice, fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, above max price $%.2f", c.model, c.region, p.PerGPUHour, w.MaxPrice)}, false
 			}
 		}
 	}
 	cl := s.newClaim(w, t, c)
 	var resReason *reason
-	if w.Reservation != "" {
+	if w.Reservation != "" && !s.terse {
 		if _, r, ok := s.ownReservation(w, t, c); ok {
 			msg := fmt.Sprintf("reservation %s full %v/%v", r.Name, s.resUsed[s.resIndex(r)], s.resCapacity(r))
 			if d := s.resDown(r); d > 0 {
@@ -388,6 +396,9 @@ func (s *snapshot) admit(cl *claim) (reason, bool) {
 		q := s.tree.Tenants[ref.tenant].Quotas[ref.entry]
 		used := s.usage[ref.tenant][ref.entry]
 		if used.Add(cl.total) > q.Limit {
+			if s.terse {
+				return reason{code: ReasonQuotaLimit}, false
+			}
 			return reason{ReasonQuotaLimit, fmt.Sprintf("tenant %s at limit %v/%v %s in %s (asks %v)",
 				s.tree.Tenants[ref.tenant].Name, used, q.Limit, cl.cand.model, regionOf(q.Key, cl.cand.region), cl.total)}, false
 		}
@@ -417,6 +428,9 @@ func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.Mil
 	}
 	if short := protected - free; short <= protectedBefore-min(freeBefore, protectedBefore) {
 		return reason{}, true
+	}
+	if s.terse {
+		return reason{code: ReasonLendingLimit}, false
 	}
 	lendable := freeBefore.Sub(protectedBefore)
 	return reason{ReasonLendingLimit, fmt.Sprintf("tenant %s would borrow %v %s in %s but only %v is lendable (%v free, %v guaranteed to others)",
@@ -729,6 +743,12 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 
 // noFit explains why a claim that passed admission could not be placed.
 func (s *snapshot) noFit(cl *claim, preempt bool) reason {
+	if s.terse {
+		if cl.w.Gang() && cl.w.Replicas > 1 {
+			return reason{code: ReasonNoBlock}
+		}
+		return reason{code: ReasonNoCapacity}
+	}
 	var free resource.MilliGPU
 	for _, pi := range cl.pools {
 		for _, i := range s.pools[pi].nodes {

@@ -135,7 +135,11 @@ type snapshot struct {
 	failed    map[hopelessKey]int
 	evictions int
 
-	// Scratch space for victim searches.
+	terse bool // Options.TerseReasons
+
+	// Scratch space.
+	cands     []candidate
+	reasons   []reason
 	stamp     uint32
 	runStamp  []uint32
 	areaLocal []int32

@@ -111,6 +111,7 @@ type Sim struct {
 
 	services []*serviceState
 	pol      *policyRun
+	cache    sched.Cache
 	// afterStep, when set (by tests), runs at the end of every step.
 	afterStep func()
 	skus      map[tenancy.Key]*fleet.SKU
@@ -419,6 +420,8 @@ func (s *Sim) cycle() {
 	in.Now = s.now
 	in.Workloads = ws
 	in.Options = schedOptions(s.st.Options)
+	in.Options.TerseReasons = DebugFailures == nil // the run reads no messages
+	in.Cache = &s.cache
 	// Spot work is admitted below 80% of its max price and evicted above
 	// it: the gap keeps it from flapping.
 	in.SpotPrices = in.SpotPrices[:0]
@@ -513,17 +516,19 @@ func (s *Sim) spotPrices() {
 			s.smooth = append(s.smooth, price)
 		}
 		s.metrics.spot = append(s.metrics.spot, price)
-		for _, j := range s.jobs {
-			if j.w.Priority != workload.PrioritySpot || j.done || j.w.Running == nil || j.w.MaxPrice <= 0 {
-				continue
-			}
-			if j.w.Running.Flavor == k.Model && j.w.Running.Region == k.Region && price > j.w.MaxPrice {
-				s.metrics.spotEvicted(j)
-				lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
-				s.release(j)
-				j.remaining += time.Duration(lost * float64(time.Second))
-				s.dirty = true
-			}
+	}
+	for _, j := range s.jobs {
+		if j.w.Priority != workload.PrioritySpot || j.done || j.w.Running == nil || j.w.MaxPrice <= 0 {
+			continue
+		}
+		a := j.w.Running
+		n, _ := s.cfg.Fleet.Node(a.Replicas[0].Node)
+		if price := s.metrics.spot[s.nodeKey[n.Index]]; price > j.w.MaxPrice {
+			s.metrics.spotEvicted(j)
+			lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
+			s.release(j)
+			j.remaining += time.Duration(lost * float64(time.Second))
+			s.dirty = true
 		}
 	}
 }

@@ -1,0 +1,189 @@
+package sched
+
+import (
+	"slices"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+)
+
+// Cache keeps what a snapshot derives from the fleet, partitions,
+// reservations and down nodes alone (which pool each node is in, the
+// blocks), so that repeated cycles over the same ones — the simulator's —
+// skip rebuilding it. It is a memo: a Plan is the same with or without it.
+// The zero value is ready to use; a Cache must not be shared between
+// goroutines.
+type Cache struct {
+	key  cacheKey
+	skel *skeleton
+}
+
+type cacheKey struct {
+	fleet        *fleet.Fleet
+	partitions   *tenancy.Partition
+	nPartitions  int
+	reservations *tenancy.Reservation
+	active       string // which reservations are active, one byte each
+	down         []fleet.NodeID
+}
+
+// skeleton is the part of a snapshot that depends on no workload.
+type skeleton struct {
+	nodes       []nodeState // free points into backing; no running work
+	backing     []int32
+	offsets     []int // start of each node's GPUs in backing
+	pools       []pool
+	poolIdx     map[poolKey]int
+	regionModel map[tenancy.Key][]int
+	blocks      map[fleet.BlockID][]int
+	blockOrder  []fleet.BlockID
+}
+
+func keyFor(in *Input) cacheKey {
+	k := cacheKey{fleet: in.Fleet, nPartitions: len(in.Partitions), down: in.Down}
+	if len(in.Partitions) > 0 {
+		k.partitions = &in.Partitions[0]
+	}
+	if len(in.Reservations) > 0 {
+		k.reservations = &in.Reservations[0]
+		b := make([]byte, len(in.Reservations))
+		for i := range in.Reservations {
+			if in.Reservations[i].Active(in.Now) {
+				b[i] = 1
+			}
+		}
+		k.active = string(b)
+	}
+	return k
+}
+
+func (a cacheKey) equal(b cacheKey) bool {
+	return a.fleet == b.fleet && a.partitions == b.partitions && a.nPartitions == b.nPartitions &&
+		a.reservations == b.reservations && a.active == b.active && slices.Equal(a.down, b.down)
+}
+
+// skeleton returns the input's skeleton, from the cache when it matches.
+func (c *Cache) skeleton(in *Input) *skeleton {
+	if c == nil {
+		return buildSkeleton(in)
+	}
+	k := keyFor(in)
+	if c.skel == nil || !c.key.equal(k) {
+		k.down = slices.Clone(k.down)
+		c.key, c.skel = k, buildSkeleton(in)
+	}
+	return c.skel
+}
+
+// instantiate copies a skeleton into the snapshot's own mutable state.
+func (s *snapshot) instantiate(sk *skeleton) {
+	s.nodes = slices.Clone(sk.nodes)
+	backing := slices.Clone(sk.backing)
+	for i := range s.nodes {
+		n := s.nodes[i].node.GPUs
+		off := sk.offsets[i]
+		s.nodes[i].free = backing[off : off+n : off+n]
+	}
+	s.pools = make([]*pool, len(sk.pools))
+	for i := range sk.pools {
+		p := sk.pools[i] // nodes is shared and never written
+		s.pools[i] = &p
+	}
+	s.poolIdx, s.regionModel = sk.poolIdx, sk.regionModel
+	s.blocks, s.blockOrder = sk.blocks, sk.blockOrder
+}
+
+func buildSkeleton(in *Input) *skeleton {
+	f := in.Fleet
+	s := &skeleton{
+		nodes:       make([]nodeState, len(f.Nodes)),
+		offsets:     make([]int, len(f.Nodes)),
+		poolIdx:     map[poolKey]int{},
+		regionModel: map[tenancy.Key][]int{},
+		blocks:      map[fleet.BlockID][]int{},
+	}
+	down := make(map[fleet.NodeID]bool, len(in.Down))
+	for _, id := range in.Down {
+		down[id] = true
+	}
+	// Which pool each node belongs to: an active reservation first, then a
+	// partition, else the shared pool.
+	access := make([]poolKey, len(f.Nodes))
+	for i, n := range f.Nodes {
+		access[i] = poolKey{region: n.Region, model: n.Model, kind: poolShared}
+	}
+	for pi, p := range in.Partitions {
+		for _, b := range p.Blocks {
+			for _, n := range f.BlockNodes(b) {
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi}
+			}
+		}
+		for _, id := range p.Nodes {
+			if n, ok := f.Node(id); ok {
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi}
+			}
+		}
+	}
+	for ri := range in.Reservations {
+		r := &in.Reservations[ri]
+		if !r.Active(in.Now) {
+			continue
+		}
+		for _, id := range r.Nodes {
+			if n, ok := f.Node(id); ok {
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolReservation, id: ri}
+			}
+		}
+	}
+	backing := make([]int32, 0, 8*len(f.Nodes))
+	lastKey, lastPool := poolKey{}, -1
+	var lastBlock fleet.BlockID
+	lastBlockSet := false
+	for i, n := range f.Nodes {
+		start := len(backing)
+		for g := 0; g < n.GPUs; g++ {
+			backing = append(backing, resource.PerGPU)
+		}
+		ns := &s.nodes[i]
+		ns.node = n
+		ns.free = backing[start:len(backing):len(backing)]
+		s.offsets[i] = start
+		ns.whole = n.GPUs
+		ns.cpu, ns.mem = n.CPU, n.Memory
+		ns.pool = -1
+		if !lastBlockSet || n.Block != lastBlock {
+			if _, ok := s.blocks[n.Block]; !ok {
+				s.blockOrder = append(s.blockOrder, n.Block)
+			}
+			lastBlock, lastBlockSet = n.Block, true
+		}
+		s.blocks[n.Block] = append(s.blocks[n.Block], i)
+		if down[n.ID] {
+			ns.down = true
+			continue
+		}
+		k := access[i]
+		pi, ok := lastPool, lastPool >= 0 && k == lastKey
+		if !ok {
+			pi, ok = s.poolIdx[k]
+		}
+		lastKey, lastPool = k, pi
+		if !ok {
+			pi = len(s.pools)
+			s.poolIdx[k] = pi
+			s.pools = append(s.pools, pool{key: k})
+			rm := tenancy.Key{Model: n.Model, Region: n.Region}
+			s.regionModel[rm] = append(s.regionModel[rm], pi)
+			lastPool = pi
+		}
+		p := &s.pools[pi]
+		ns.pool, ns.pos = pi, len(p.nodes)
+		p.nodes = append(p.nodes, i)
+		p.maxGPUs = max(p.maxGPUs, n.GPUs)
+	}
+	s.backing = backing
+	return s
+}
+
+var _ = resource.PerGPU
