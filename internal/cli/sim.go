@@ -75,7 +75,10 @@ examples/strategies/) or paths to your own strategy files.`,
 			res := &sim.Results{Scenario: sc.Name, Seed: seed, Days: duration.Hours() / 24, Strategies: make([]*sim.StrategyResult, len(sts))}
 			errs := make([]error, len(sts))
 			var wg sync.WaitGroup
-			sem := make(chan struct{}, max(1, jobs))
+			if jobs <= 0 {
+				jobs = len(sts)
+			}
+			sem := make(chan struct{}, jobs)
 			for i, st := range sts {
 				wg.Add(1)
 				go func() {
@@ -117,7 +120,7 @@ examples/strategies/) or paths to your own strategy files.`,
 	f.StringVarP(&out, "out", "", "arbiter-out", "output directory")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	f.BoolVar(&printScenario, "print-scenario", false, "print the embedded scenario and exit")
-	f.IntVarP(&jobs, "jobs", "j", 2, "strategies simulated in parallel")
+	f.IntVarP(&jobs, "jobs", "j", 0, "strategies simulated in parallel (0: all)")
 	f.Float64Var(&scale, "scale", 1, "multiply the scenario's machines and load by this factor")
 	return cmd
 }
