@@ -1,8 +1,9 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -131,7 +132,7 @@ func (s *snapshot) order() []*workload.Workload {
 		share  float64
 		tenant int
 	}
-	var items []item
+	items := make([]item, 0, len(s.in.Workloads)/4)
 	for _, w := range s.in.Workloads {
 		if w.Running != nil {
 			continue
@@ -147,21 +148,20 @@ func (s *snapshot) order() []*workload.Workload {
 		}
 		items = append(items, it)
 	}
-	sort.SliceStable(items, func(i, j int) bool {
-		a, b := items[i], items[j]
+	slices.SortStableFunc(items, func(a, b item) int {
 		if a.w.Priority != b.w.Priority {
-			return a.w.Priority > b.w.Priority
+			return int(b.w.Priority - a.w.Priority)
 		}
 		if a.tprio != b.tprio {
-			return a.tprio > b.tprio
+			return cmp.Compare(b.tprio, a.tprio)
 		}
 		if a.share != b.share {
-			return a.share < b.share
+			return cmp.Compare(a.share, b.share)
 		}
-		if !a.w.SubmittedAt.Equal(b.w.SubmittedAt) {
-			return a.w.SubmittedAt.Before(b.w.SubmittedAt)
+		if c := a.w.SubmittedAt.Compare(b.w.SubmittedAt); c != 0 {
+			return c
 		}
-		return a.w.Name < b.w.Name
+		return strings.Compare(string(a.w.Name), string(b.w.Name))
 	})
 	out := make([]*workload.Workload, len(items))
 	for i, it := range items {
