@@ -152,17 +152,18 @@ func (r *recorder) firstPlaced(j *job) {
 func (r *recorder) capacityFailure(j *job) {
 	if j.customerRequest() {
 		r.res.CustomerCapacityFailures++
-		if DebugFailures != nil {
-			DebugFailures(r.s.st.Name, j.class, j.lastReason)
+		if debugFailures != nil {
+			debugFailures(r.s.st.Name, j.class, j.lastReason)
 		}
 	}
 }
 
-// DebugPreempt, when set, is told of every preemption.
-var DebugPreempt func(strategy, victim, by, reason string)
+// debugPreempt, when set (by TestDebugRun), is told of every preemption.
+var debugPreempt func(strategy, victim, by, reason string)
 
-// DebugFailures, when set, is told of every customer capacity failure.
-var DebugFailures func(strategy, class, reason string)
+// debugFailures, when set (by TestDebugRun), is told of every customer
+// capacity failure.
+var debugFailures func(strategy, class, reason string)
 
 func (r *recorder) completed(j *job) {
 	if j.w.Kind == workload.KindTraining {
@@ -176,8 +177,8 @@ func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
 	if j.customerRequest() {
 		r.res.CustomerVMPreemptions++
 	}
-	if DebugPreempt != nil {
-		DebugPreempt(r.s.st.Name, j.class, string(p.By), p.Reason)
+	if debugPreempt != nil {
+		debugPreempt(r.s.st.Name, j.class, string(p.By), p.Reason)
 	}
 	if j.w.Priority == workload.PrioritySpot {
 		r.res.SpotEvictions++

@@ -420,7 +420,7 @@ func (s *Sim) cycle() {
 	in.Now = s.now
 	in.Workloads = ws
 	in.Options = schedOptions(s.st.Options)
-	in.Options.TerseReasons = DebugFailures == nil // the run reads no messages
+	in.Options.TerseReasons = debugFailures == nil // the run reads no messages
 	in.Cache = &s.cache
 	// Spot work is admitted below 80% of its max price and evicted above
 	// it: the gap keeps it from flapping.
