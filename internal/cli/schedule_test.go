@@ -103,3 +103,25 @@ func TestValidate(t *testing.T) {
 		t.Errorf("validate bad: %d %s", code, errOut)
 	}
 }
+
+// TestScheduleScorers runs the example with each named scorer from the
+// config, and rejects an unknown one with the list of known ones.
+func TestScheduleScorers(t *testing.T) {
+	data, err := os.ReadFile("../../examples/schedule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fgd", "bestfit", "gpupacking", "random", "arbiter"} {
+		f := filepath.Join(t.TempDir(), "s.yaml")
+		os.WriteFile(f, []byte(strings.Replace(string(data), "seed: 1\n", "seed: 1\noptions: {scorer: "+name+"}\n", 1)), 0o644)
+		out, errOut, code := run(t, "schedule", "-c", f)
+		if code != 0 || !strings.Contains(out, "train-7b") {
+			t.Errorf("scorer %s: exit %d %s", name, code, errOut)
+		}
+	}
+	f := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(f, []byte(strings.Replace(string(data), "seed: 1\n", "seed: 1\noptions: {scorer: tetris}\n", 1)), 0o644)
+	if _, errOut, code := run(t, "validate", f); code == 0 || !strings.Contains(errOut, `unknown scorer "tetris"`) || !strings.Contains(errOut, "fgd") {
+		t.Errorf("unknown scorer: %d %s", code, errOut)
+	}
+}

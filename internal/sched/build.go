@@ -31,6 +31,10 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	}
 	var conflicts []string
 	s.instantiate(in.Cache.skeleton(in))
+	var err error
+	if s.scorer, err = newScorer(in); err != nil {
+		conflicts = append(conflicts, err.Error())
+	}
 	s.usage = make([][]resource.MilliGPU, len(s.tree.Tenants))
 	for t, ten := range s.tree.Tenants {
 		s.usage[t] = make([]resource.MilliGPU, len(ten.Quotas))

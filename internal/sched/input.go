@@ -39,7 +39,9 @@ type SpotPrice struct {
 
 // Options tune one cycle.
 type Options struct {
-	// Scorer names the node scorer; "" is Arbiter's default best-fit packing.
+	// Scorer names the node scorer (see ScorerNames); "" is Arbiter's
+	// index-accelerated best fit. Named scorers rate every feasible node of a
+	// pool for single replicas; gangs are placed by best fit in any case.
 	Scorer string
 	// DisablePreemption leaves workloads pending rather than evicting others.
 	DisablePreemption bool
@@ -74,7 +76,3 @@ func appendCandidates(out []candidate, w *workload.Workload) []candidate {
 	}
 	return out
 }
-
-// ScorerNames lists the node scorers Options.Scorer accepts; "" and
-// "arbiter" are Arbiter's default best-fit packing.
-func ScorerNames() []string { return []string{"arbiter"} }

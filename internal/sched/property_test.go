@@ -143,6 +143,10 @@ func propertyCase(seed uint64) (Input, Plan) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	w := randomWorld(rng)
 	in := w.in
+	// A third of the cases use one of the named scorers.
+	if names := ScorerNames(); seed%3 == 0 {
+		in.Options.Scorer = names[int(seed/3)%len(names)]
+	}
 	in.Workloads = randomWorkloads(rng, w, 10+rng.IntN(30), "a", t0)
 	p := Schedule(in)
 	in.Now = t0.Add(3 * time.Hour)
@@ -489,11 +493,14 @@ func propTerse(in Input, p Plan) error {
 	q := Schedule(in)
 	strip := func(p Plan) Plan {
 		c := p
-		c.Pending = nil
+		c.Pending = []Pending{}
 		for _, x := range p.Pending {
 			c.Pending = append(c.Pending, Pending{Workload: x.Workload, Code: x.Code})
 		}
 		return c
+	}
+	if q.Pending == nil {
+		q.Pending = []Pending{}
 	}
 	a, _ := json.Marshal(strip(p))
 	b, _ := json.Marshal(q)

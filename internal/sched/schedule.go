@@ -523,7 +523,13 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 		}
 	} else {
 		for r := 0; r < cl.w.Replicas; r++ {
-			i := s.bestNode(cl)
+			var i int
+			var gpus []int
+			if s.scorer != nil {
+				i, gpus = s.bestNodeScored(cl)
+			} else {
+				i = s.bestNode(cl)
+			}
 			if i < 0 && preempt && (r > 0 || !s.knownHopeless(cl)) {
 				var vs []Preemption
 				i, vs = s.preemptNode(cl)
@@ -536,7 +542,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 				s.rollback(mark)
 				return false
 			}
-			placed = append(placed, s.assign(cl, r, i))
+			placed = append(placed, s.assignGPUs(cl, r, i, gpus))
 		}
 	}
 	if cl.onRes < 0 {
@@ -560,8 +566,13 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 }
 
 // assign takes GPUs for replica r of the claim on node i.
-func (s *snapshot) assign(cl *claim, r, i int) Placement {
-	gpus := pickGPUs(s.nodes[i].free, cl.perGPU, cl.count)
+func (s *snapshot) assign(cl *claim, r, i int) Placement { return s.assignGPUs(cl, r, i, nil) }
+
+// assignGPUs is assign with the GPUs chosen by a scorer (nil: choose here).
+func (s *snapshot) assignGPUs(cl *claim, r, i int, gpus []int) Placement {
+	if len(gpus) != cl.count {
+		gpus = pickGPUs(s.nodes[i].free, cl.perGPU, cl.count)
+	}
 	s.take(i, gpus, cl.perGPU, cl.w.CPU, cl.w.Memory)
 	return Placement{
 		Workload: cl.w.Name, Replica: r, Node: s.nodes[i].node.ID, GPUs: gpus, Milli: int64(cl.perGPU),

@@ -5,6 +5,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched/score"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -136,6 +137,11 @@ type snapshot struct {
 	evictions int
 
 	terse bool // Options.TerseReasons
+
+	// scorer is the named scorer, nil for the default best fit.
+	scorer    score.Scorer
+	scoreNode score.Node
+	gpuBuf    []int
 
 	// Scratch space.
 	cands     []candidate
