@@ -1,0 +1,368 @@
+package alert
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sample is one observation of a metric series.
+type Sample struct {
+	Metric string
+	Labels map[string]string
+	Value  float64
+}
+
+type point struct {
+	t time.Time
+	v float64
+}
+
+// series is the recent history of one metric and label set.
+type series struct {
+	metric string
+	labels map[string]string
+	points []point
+}
+
+// Condition of an alert.
+const (
+	Fired    = "Fired"
+	Resolved = "Resolved"
+)
+
+// State is a rule's evaluation state.
+type State struct {
+	Rule          Rule      `json:"rule"`
+	Fired         bool      `json:"fired"`
+	FiredAt       time.Time `json:"fired_at,omitzero"`
+	LastEvaluated time.Time `json:"last_evaluated,omitzero"`
+	// LastValue is the aggregate of the last evaluation; HasValue is false
+	// when the window held no sample.
+	LastValue float64 `json:"last_value"`
+	HasValue  bool    `json:"has_value"`
+}
+
+type ruleState struct {
+	rule    Rule
+	webhook string
+	key     string // the rule's definition, to keep state across reapplies
+	State
+	next time.Time
+}
+
+// Notification is a fired or resolved alert, ready to POST.
+type Notification struct {
+	Webhook string
+	Payload Payload
+}
+
+// Evaluator holds the rules, the samples of their windows and each rule's
+// state. It is not safe for concurrent use.
+type Evaluator struct {
+	rules  []*ruleState
+	series map[string]*series
+	keep   time.Duration
+}
+
+// NewEvaluator returns an evaluator of a rules file (nil: no rules).
+func NewEvaluator(f *File) *Evaluator {
+	e := &Evaluator{series: map[string]*series{}}
+	e.SetRules(f)
+	return e
+}
+
+func ruleKey(r Rule, webhook string) string {
+	b, _ := json.Marshal(r)
+	return fmt.Sprintf("%s|%d|%v|%v|%s", b, r.Sev(), r.Mitigates(), r.On(), webhook)
+}
+
+// SetRules replaces the rules; a rule whose definition did not change
+// keeps its state (a fired alert stays fired without a new notification).
+// Fired alerts of removed or changed rules are dropped silently.
+func (e *Evaluator) SetRules(f *File) {
+	old := map[string]*ruleState{}
+	for _, rs := range e.rules {
+		old[rs.key] = rs
+	}
+	e.rules = nil
+	e.keep = 0
+	if f == nil {
+		return
+	}
+	for _, r := range f.Rules {
+		wh := r.Webhook
+		if wh == "" {
+			wh = f.Webhook
+		}
+		k := ruleKey(r, wh)
+		if rs, ok := old[k]; ok {
+			rs.rule, rs.State.Rule = r, r
+			e.rules = append(e.rules, rs)
+		} else {
+			e.rules = append(e.rules, &ruleState{rule: r, webhook: wh, key: k, State: State{Rule: r}})
+		}
+		e.keep = max(e.keep, r.Window)
+	}
+}
+
+func seriesKey(metric string, labels map[string]string) string {
+	var b strings.Builder
+	b.WriteString(metric)
+	for _, k := range keys(labels) {
+		b.WriteString("|" + k + "=" + labels[k])
+	}
+	return b.String()
+}
+
+// Observe records samples taken at now and forgets samples older than the
+// longest window.
+func (e *Evaluator) Observe(now time.Time, samples []Sample) {
+	for _, s := range samples {
+		k := seriesKey(s.Metric, s.Labels)
+		ser := e.series[k]
+		if ser == nil {
+			ser = &series{metric: s.Metric, labels: s.Labels}
+			e.series[k] = ser
+		}
+		ser.points = append(ser.points, point{now, s.Value})
+	}
+	cut := now.Add(-e.keep)
+	for k, ser := range e.series {
+		i := 0
+		for i < len(ser.points) && !ser.points[i].t.After(cut) {
+			i++
+		}
+		ser.points = ser.points[i:]
+		if len(ser.points) == 0 {
+			delete(e.series, k)
+		}
+	}
+}
+
+// matches reports whether a series is the rule's: same metric, same
+// label names, each value equal or the rule's "*".
+func matches(r *Rule, s *series) bool {
+	if s.metric != r.Metric || len(s.labels) != len(r.Labels) {
+		return false
+	}
+	for k, want := range r.Labels {
+		got, ok := s.labels[k]
+		if !ok || (want != "*" && got != want) {
+			return false
+		}
+	}
+	return true
+}
+
+// aggregate folds the rule's samples in (now-window, now].
+func (e *Evaluator) aggregate(r *Rule, now time.Time) (float64, bool) {
+	from := now.Add(-r.Window)
+	var sum, n float64
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, k := range e.sortedSeries() {
+		s := e.series[k]
+		if !matches(r, s) {
+			continue
+		}
+		for _, p := range s.points {
+			if !p.t.After(from) || p.t.After(now) {
+				continue
+			}
+			sum += p.v
+			n++
+			lo, hi = min(lo, p.v), max(hi, p.v)
+		}
+	}
+	if r.Aggregation == "count" {
+		return n, true
+	}
+	if n == 0 {
+		if r.Aggregation == "total" {
+			return 0, true
+		}
+		return 0, false
+	}
+	switch r.Aggregation {
+	case "avg":
+		return sum / n, true
+	case "max":
+		return hi, true
+	case "min":
+		return lo, true
+	default: // total
+		return sum, true
+	}
+}
+
+func (e *Evaluator) sortedSeries() []string {
+	out := make([]string, 0, len(e.series))
+	for k := range e.series {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func compare(op string, v, threshold float64) bool {
+	switch op {
+	case ">":
+		return v > threshold
+	case ">=":
+		return v >= threshold
+	case "<":
+		return v < threshold
+	case "<=":
+		return v <= threshold
+	}
+	return false
+}
+
+// Evaluate evaluates every rule that is due at now (a rule is due every
+// Frequency from its first evaluation) and returns the notifications of
+// the alerts that fired or resolved. A window without samples leaves the
+// state as it is (no data is neither a breach nor a recovery).
+func (e *Evaluator) Evaluate(now time.Time) []Notification {
+	var out []Notification
+	for _, rs := range e.rules {
+		r := &rs.rule
+		if !r.On() || now.Before(rs.next) {
+			continue
+		}
+		rs.next = now.Add(r.Frequency)
+		v, ok := e.aggregate(r, now)
+		rs.LastEvaluated, rs.LastValue, rs.HasValue = now, v, ok
+		if !ok {
+			continue
+		}
+		breach := compare(r.Operator, v, r.Threshold)
+		switch {
+		case breach && !rs.Fired:
+			rs.Fired, rs.FiredAt = true, now
+			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, Fired, rs.FiredAt, time.Time{}, v)})
+		case !breach && rs.Fired && r.Mitigates():
+			rs.Fired = false
+			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, Resolved, rs.FiredAt, now, v)})
+		}
+	}
+	return out
+}
+
+// States returns each rule's state, in the file's order.
+func (e *Evaluator) States() []State {
+	out := make([]State, len(e.rules))
+	for i, rs := range e.rules {
+		out[i] = rs.State
+	}
+	return out
+}
+
+// Payload is the body POSTed to a webhook: Azure Monitor's common alert
+// schema, simplified to a metric alert with one criterion.
+type Payload struct {
+	SchemaID string `json:"schemaId"`
+	Data     Data   `json:"data"`
+}
+
+// Data of a payload.
+type Data struct {
+	Essentials   Essentials   `json:"essentials"`
+	AlertContext AlertContext `json:"alertContext"`
+}
+
+// Essentials identify the alert and its condition.
+type Essentials struct {
+	AlertID           string     `json:"alertId"`
+	AlertRule         string     `json:"alertRule"`
+	Severity          string     `json:"severity"`
+	SignalType        string     `json:"signalType"`
+	MonitorCondition  string     `json:"monitorCondition"`
+	MonitoringService string     `json:"monitoringService"`
+	FiredDateTime     time.Time  `json:"firedDateTime"`
+	ResolvedDateTime  *time.Time `json:"resolvedDateTime,omitempty"`
+	Description       string     `json:"description,omitempty"`
+}
+
+// AlertContext holds the condition evaluated.
+type AlertContext struct {
+	ConditionType string    `json:"conditionType"`
+	Condition     Condition `json:"condition"`
+}
+
+// Condition of a metric alert.
+type Condition struct {
+	WindowSize          string      `json:"windowSize"`
+	EvaluationFrequency string      `json:"evaluationFrequency"`
+	AllOf               []Criterion `json:"allOf"`
+}
+
+// Criterion is one metric comparison and the value that decided it.
+type Criterion struct {
+	MetricName      string      `json:"metricName"`
+	Dimensions      []Dimension `json:"dimensions"`
+	Operator        string      `json:"operator"`
+	Threshold       string      `json:"threshold"`
+	TimeAggregation string      `json:"timeAggregation"`
+	MetricValue     float64     `json:"metricValue"`
+}
+
+// Dimension is a label filter of the criterion.
+type Dimension struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+var opNames = map[string]string{">": "GreaterThan", ">=": "GreaterThanOrEqual", "<": "LessThan", "<=": "LessThanOrEqual"}
+var aggNames = map[string]string{"avg": "Average", "max": "Maximum", "min": "Minimum", "total": "Total", "count": "Count"}
+
+// isoDuration writes whole seconds as an ISO 8601 duration (PT5M, PT90S).
+func isoDuration(d time.Duration) string {
+	s := int64(d / time.Second)
+	switch {
+	case s%3600 == 0:
+		return "PT" + strconv.FormatInt(s/3600, 10) + "H"
+	case s%60 == 0:
+		return "PT" + strconv.FormatInt(s/60, 10) + "M"
+	}
+	return "PT" + strconv.FormatInt(s, 10) + "S"
+}
+
+func payload(r *Rule, cond string, fired, resolved time.Time, v float64) Payload {
+	dims := []Dimension{}
+	for _, k := range keys(r.Labels) {
+		dims = append(dims, Dimension{Name: k, Value: r.Labels[k]})
+	}
+	p := Payload{SchemaID: "azureMonitorCommonAlertSchema", Data: Data{
+		Essentials: Essentials{
+			AlertID:           fmt.Sprintf("arbiter/alerts/%s/%d", r.Name, fired.UnixNano()),
+			AlertRule:         r.Name,
+			Severity:          fmt.Sprintf("Sev%d", r.Sev()),
+			SignalType:        "Metric",
+			MonitorCondition:  cond,
+			MonitoringService: "Arbiter",
+			FiredDateTime:     fired.UTC(),
+			Description:       r.Description,
+		},
+		AlertContext: AlertContext{
+			ConditionType: "SingleResourceMultipleMetricCriteria",
+			Condition: Condition{
+				WindowSize:          isoDuration(r.Window),
+				EvaluationFrequency: isoDuration(r.Frequency),
+				AllOf: []Criterion{{
+					MetricName: r.Metric, Dimensions: dims, Operator: opNames[r.Operator],
+					Threshold: strconv.FormatFloat(r.Threshold, 'g', -1, 64), TimeAggregation: aggNames[r.Aggregation],
+					MetricValue: v,
+				}},
+			},
+		},
+	}}
+	if !resolved.IsZero() {
+		t := resolved.UTC()
+		p.Data.Essentials.ResolvedDateTime = &t
+	}
+	return p
+}
