@@ -560,41 +560,4 @@ func fieldPos(at map[string]Pos, field string, def Pos) Pos {
 }
 
 // didYouMean returns ` (did you mean "x"?)` when a known name is close to s.
-func didYouMean(s string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if k == "" {
-			continue
-		}
-		if d := editDistance(strings.ToLower(s), strings.ToLower(k)); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func didYouMean(s string, known []string) string { return yamlfile.DidYouMean(s, known) }

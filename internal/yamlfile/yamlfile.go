@@ -464,9 +464,17 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 }
 
 // suggest returns ` (did you mean "x"?)` when a known name is close to s.
-func suggest(s string, known []string) string {
+func suggest(s string, known []string) string { return DidYouMean(s, known) }
+
+// DidYouMean returns ` (did you mean "x"?)` when one of the known names is
+// within two edits of s (ignoring case), else "". Messages that reject a
+// name use it to say what to write instead.
+func DidYouMean(s string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
+		if k == "" {
+			continue
+		}
 		if d := editDistance(strings.ToLower(s), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
