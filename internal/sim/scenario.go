@@ -96,6 +96,12 @@ type Service struct {
 	// Scale multiplies the built-in coding-assistant load (350 requests/s
 	// on average per user region on weekdays).
 	Scale float64 `yaml:"scale"`
+	// Routing is how the router spreads users over Regions: performance
+	// (nearest healthy region, the default), priority (Regions in order,
+	// failing over when unhealthy) or weighted (by Weights, same order as
+	// Regions; equal when omitted).
+	Routing string    `yaml:"routing"`
+	Weights []float64 `yaml:"weights"`
 }
 
 // UserRegion is where a service's users are.
@@ -177,6 +183,20 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 		}
 		if sv.Scale <= 0 {
 			errs.Add(sv.Pos, f+".scale", "scale must be > 0")
+		}
+		switch sv.Routing {
+		case "", "performance", "priority", "weighted":
+		default:
+			errs.Add(sv.Pos, f+".routing", "unknown routing %q: write performance, priority or weighted", sv.Routing)
+		}
+		if len(sv.Weights) > 0 && len(sv.Weights) != len(sv.Regions) {
+			errs.Add(sv.Pos, f+".weights", "%d weights for %d regions", len(sv.Weights), len(sv.Regions))
+		}
+		for _, w := range sv.Weights {
+			if w <= 0 {
+				errs.Add(sv.Pos, f+".weights", "weights must be > 0")
+				break
+			}
 		}
 	}
 	if err := errs.Err(); err != nil {

@@ -83,12 +83,18 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 		st := &serviceState{spec: sv, index: i, dist: dist}
 		idle := dist.Step(serving.StepInput{Rate: 1, Replicas: 1000, Step: Step})
 		st.base = [3]time.Duration{idle.P50, idle.P95, idle.P99}
-		st.router = serving.Router{Method: serving.Performance, RTT: serving.DefaultRTT()}
-		for _, r := range sv.Regions {
+		method := map[string]serving.RoutingMethod{"": serving.Performance, "performance": serving.Performance,
+			"priority": serving.Priority, "weighted": serving.Weighted}[sv.Routing]
+		st.router = serving.Router{Method: method, RTT: serving.DefaultRTT()}
+		for ri, r := range sv.Regions {
 			if !s.cfg.Fleet.HasRegion(r) {
 				return nil, fmt.Errorf("sim: service %s: region %q is not in the fleet", sv.Name, r)
 			}
-			st.router.Endpoints = append(st.router.Endpoints, serving.Endpoint{Region: serving.Region(r), Weight: 1, Healthy: true})
+			weight := 1.0
+			if ri < len(sv.Weights) {
+				weight = sv.Weights[ri]
+			}
+			st.router.Endpoints = append(st.router.Endpoints, serving.Endpoint{Region: serving.Region(r), Priority: ri, Weight: weight, Healthy: true})
 			as, err := serving.NewAutoscaler(dist, serving.AutoscalerConfig{
 				SLO: sv.SLO, TargetUtilization: 0.8, MinReplicas: sv.MinReplicas, MaxReplicas: sv.MaxReplicas,
 				DownStabilization: 10, MaxScaleDown: 8,

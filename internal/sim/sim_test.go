@@ -50,3 +50,37 @@ func TestDeterministic(t *testing.T) {
 		t.Fatalf("same seed, different results:\n%s\n%s", a, b)
 	}
 }
+
+// TestRoutingMethods: with priority routing every user goes to the first
+// region while it is healthy, so the second region serves (almost) nothing;
+// with performance routing each region serves its own users.
+func TestRoutingMethods(t *testing.T) {
+	served := func(routing string) [2]float64 {
+		sc, err := LoadScenario("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Services[0].Routing = routing
+		sc.Generators = nil
+		st, _ := LoadStrategy(examples.FS, "strategies/hybrid")
+		s, err := New(sc, st, Options{Seed: 1, Duration: 6 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [2]float64
+		s.afterStep = func() {
+			for i := range got {
+				got[i] += s.services[0].results[i].Arrivals
+			}
+		}
+		s.Run()
+		return got
+	}
+	perf, prio := served("performance"), served("priority")
+	if perf[1] < 0.3*(perf[0]+perf[1]) {
+		t.Errorf("performance routing: westus2 served %.0f of %.0f requests", perf[1], perf[0]+perf[1])
+	}
+	if prio[1] > 0.05*(prio[0]+prio[1]) {
+		t.Errorf("priority routing: westus2 served %.0f of %.0f requests", prio[1], prio[0]+prio[1])
+	}
+}
