@@ -129,6 +129,8 @@ type WorkloadSpec struct {
 	Reservation        string            `json:"reservation,omitempty" yaml:"reservation"`
 	MaxPrice           float64           `json:"max_price,omitempty" yaml:"max_price"`
 	Labels             map[string]string `json:"labels,omitempty" yaml:"labels"`
+	// Command is what the node agents run for each replica (optional).
+	Command *Command `json:"command,omitempty" yaml:"command"`
 }
 
 // FieldError is one problem with a field.

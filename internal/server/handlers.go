@@ -14,7 +14,7 @@ import (
 )
 
 func (s *Server) apiRoutes() []apiRoute {
-	return []apiRoute{
+	return append([]apiRoute{
 		{"GET /v1/whoami", s.whoami},
 		{"GET /v1/regions", s.listRegions},
 		{"GET /v1/skus", s.listSKUs},
@@ -46,7 +46,9 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"DELETE /v1/policies/{name}", s.deletePolicy},
 		{"GET /v1/policies/{name}/firings", s.listFirings},
 		{"GET /v1/events", s.events},
-	}
+		{"GET /v1/alerts", s.listAlerts},
+		{"PUT /v1/alerts", s.applyAlerts},
+	}, s.agentRoutes()...)
 }
 
 // validName accepts 1–63 characters of letters, digits, '-', '_' and '.',
@@ -644,6 +646,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		if err := wait.UnmarshalYAMLScalar(v); err != nil || wait > api.Duration(60e9) {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, "wait", "wait must be a duration of at most 60s, got %q", v)
 		}
+	}
+	if wantsSSE(r) {
+		return s.streamEvents(w, r, after)
 	}
 	p := who(r)
 	deadline := s.now().Add(timeDuration(wait))

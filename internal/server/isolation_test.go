@@ -45,6 +45,8 @@ func TestIsolation(t *testing.T) {
 		"POST /v1/tenants/{tenant}/workloads":               `{"name":"j9","gpus":1,"flavors":["A100-80G"],"regions":["eastus"]}`,
 		"POST /v1/policies":                                 `{"name":"p","source":"policies: []"}`,
 		"POST /v1/tenants/{tenant}/workloads/{name}/cancel": ``,
+		"PUT /v1/alerts":                                    `{"source":"rules: []"}`,
+		"POST /v1/nodes/{id}/heartbeat":                     `{"gpus":[],"running":[]}`,
 	}
 	type want int
 	const (
@@ -84,6 +86,10 @@ func TestIsolation(t *testing.T) {
 		"DELETE /v1/policies/{name}":                        forbidden,
 		"GET /v1/policies/{name}/firings":                   forbidden,
 		"GET /v1/events":                                    ownOnly,
+		"GET /v1/alerts":                                    forbidden,
+		"PUT /v1/alerts":                                    forbidden,
+		"POST /v1/nodes/{id}/heartbeat":                     forbidden,
+		"GET /v1/tenants/{tenant}/workloads/{name}/logs":    hidden,
 	}
 	for _, rt := range h.s.apiRoutes() {
 		w, ok := expect[rt.pattern]

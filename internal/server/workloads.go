@@ -17,6 +17,7 @@ func workloadOut(x *store.Workload) api.Workload {
 		Preemptions: x.Preemptions, LastPreemption: x.LastPreemption, Revision: x.Meta.Revision,
 	}
 	o.Tenant = x.Tenant
+	o.Command = commandOut(x.Command)
 	if a := x.Running; a != nil {
 		ra := &api.Assignment{Flavor: string(a.Flavor), Region: a.Region, OnReservation: a.OnReservation, StartedAt: a.StartedAt}
 		for _, rep := range a.Replicas {
@@ -82,6 +83,9 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	if !validName(req.Name) {
 		return badName("name", req.Name)
 	}
+	if f, msg := req.Command.Validate(); f != "" {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, f, "%s", msg)
+	}
 	spec.Tenant = tenant
 	cat := s.cat.Load()
 	sh, err := s.shape(r)
@@ -103,7 +107,7 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	if largest > 0 && spec.GPUs > resource.GPUs(largest) {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "gpus", "%v GPUs per replica, but the largest machine of %v has %d; split the work into replicas", spec.GPUs, spec.Flavors, largest)
 	}
-	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now()}
+	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now(), Command: commandIn(req.Command)}
 	err = s.st.Batch(r.Context(), func(tx store.WriteTx) error {
 		if err := tenantExists(tx, tenant); err != nil {
 			return err
@@ -129,8 +133,10 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefix string) error {
 	state := r.URL.Query().Get("state")
-	if state != "" && state != string(store.StatePending) && state != string(store.StateRunning) && state != string(store.StateCancelled) {
-		return apiErr(http.StatusBadRequest, api.CodeInvalid, "state", "state must be Pending, Running or Cancelled, got %q", state)
+	switch store.State(state) {
+	case "", store.StatePending, store.StateRunning, store.StateCancelled, store.StateSucceeded, store.StateFailed:
+	default:
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "state", "state must be Pending, Running, Cancelled, Succeeded or Failed, got %q", state)
 	}
 	out := []api.Workload{}
 	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
@@ -239,6 +245,8 @@ func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
 		}
 	case store.StateCancelled:
 		out.Reason = "cancelled"
+	case store.StateSucceeded, store.StateFailed:
+		out.Reason = fmt.Sprintf("ended at %s: %s", x.EndedAt.UTC().Format("2006-01-02T15:04:05Z"), strings.ToLower(string(x.State)))
 	default:
 		if p, ok := idx.Pending[x.Key()]; ok {
 			out.Code, out.Reason, out.Details = string(p.Code), p.Reason, p.Details

@@ -43,6 +43,9 @@ type Node struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Down nodes are unavailable; the scheduler evicts their work.
 	Down bool `json:"down,omitempty"`
+	// Lost is set when the node went down because its agent stopped
+	// heartbeating; the agent's return brings it back up.
+	Lost bool `json:"lost,omitempty"`
 }
 
 func (o *Node) Kind() Kind  { return KindNode }
@@ -78,7 +81,25 @@ const (
 	StatePending   State = "Pending"
 	StateRunning   State = "Running"
 	StateCancelled State = "Cancelled"
+	// Succeeded and Failed: the command of every replica exited (all with
+	// 0), or one exited with another code. Only agent-run workloads end so.
+	StateSucceeded State = "Succeeded"
+	StateFailed    State = "Failed"
 )
+
+// Command is what node agents run for each replica of a workload.
+type Command struct {
+	Argv []string          `json:"argv"`
+	Env  map[string]string `json:"env,omitempty"`
+	Dir  string            `json:"dir,omitempty"`
+}
+
+// Exit is one replica's exit in one run (the run started at StartedAt).
+type Exit struct {
+	Replica   int       `json:"replica"`
+	Code      int       `json:"code"`
+	StartedAt time.Time `json:"started_at"`
+}
 
 // Live reports whether the scheduler sees the workload.
 func (s State) Live() bool { return s == StatePending || s == StateRunning }
@@ -96,6 +117,12 @@ type Workload struct {
 	// LastPreemption says why the workload was last evicted.
 	LastPreemption string    `json:"last_preemption,omitempty"`
 	EndedAt        time.Time `json:"ended_at,omitzero"`
+	// Command is run by the node agents (nil: nothing to run).
+	Command *Command `json:"command,omitempty"`
+	// Exits are the replicas' exits of the current run, as agents report.
+	Exits []Exit `json:"exits,omitempty"`
+	// LastStop says how the agents last stopped it (SIGTERM or SIGKILL).
+	LastStop string `json:"last_stop,omitempty"`
 }
 
 func (o *Workload) Kind() Kind  { return KindWorkload }

@@ -1,0 +1,115 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Command is what node agents run for each replica of a workload: argv,
+// extra environment and working directory. The agent adds
+// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES and the ARBITER_* variables.
+type Command struct {
+	Argv []string          `json:"argv" yaml:"argv"`
+	Env  map[string]string `json:"env,omitempty" yaml:"env"`
+	Dir  string            `json:"dir,omitempty" yaml:"dir"`
+}
+
+// Validate returns the first problem of a command, naming its field.
+func (c *Command) Validate() (field, msg string) {
+	if c == nil {
+		return "", ""
+	}
+	switch {
+	case len(c.Argv) == 0 || c.Argv[0] == "":
+		return "command.argv", "a command needs argv, its program first"
+	case len(c.Argv) > 1024:
+		return "command.argv", "at most 1024 arguments"
+	case len(c.Env) > 256:
+		return "command.env", "at most 256 environment variables"
+	}
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return "command.env", fmt.Sprintf("invalid environment variable name %q", k)
+		}
+		if strings.HasPrefix(k, "ARBITER_") || k == "CUDA_VISIBLE_DEVICES" || k == "NVIDIA_VISIBLE_DEVICES" {
+			return "command.env", fmt.Sprintf("%s is set by the agent", k)
+		}
+	}
+	for _, a := range c.Argv {
+		if strings.ContainsRune(a, 0) {
+			return "command.argv", "arguments may not contain NUL"
+		}
+	}
+	return "", ""
+}
+
+// GPUInfo is one GPU of a node as its agent sees it.
+type GPUInfo struct {
+	Index          int    `json:"index"`
+	UUID           string `json:"uuid"`
+	Model          string `json:"model"`
+	MemoryMiB      int64  `json:"memory_mib"`
+	MemoryUsedMiB  int64  `json:"memory_used_mib"`
+	UtilizationPct int    `json:"utilization_pct"`
+}
+
+// ReplicaRef names one run of one replica: the workload's key
+// (tenant/name), the replica and when the run was placed.
+type ReplicaRef struct {
+	Workload  string    `json:"workload"`
+	Replica   int       `json:"replica"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Report kinds an agent sends about a replica.
+const (
+	ReportStarted = "Started" // the process started
+	ReportExited  = "Exited"  // it exited on its own, with Code
+	ReportStopped = "Stopped" // the agent stopped it: Signal says how
+)
+
+// ReplicaReport is one thing that happened to a replica's process.
+type ReplicaReport struct {
+	ReplicaRef
+	Kind string    `json:"kind"`
+	Time time.Time `json:"time"`
+	Code int       `json:"code"`
+	// Signal is SIGTERM when a stopped process exited within its grace
+	// period, SIGKILL when it had to be killed.
+	Signal  string `json:"signal,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Heartbeat is what an agent sends: its GPUs, what it runs, what
+// happened since the last one. With Wait the server holds the answer
+// until the node's tasks differ from Running or Wait passes.
+type Heartbeat struct {
+	GPUs    []GPUInfo       `json:"gpus"`
+	Running []ReplicaRef    `json:"running"`
+	Reports []ReplicaReport `json:"reports,omitempty"`
+	Wait    Duration        `json:"wait,omitempty"`
+	// LogURL is where the agent serves its replicas' logs.
+	LogURL string `json:"log_url,omitempty"`
+}
+
+// Task is one replica a node should run.
+type Task struct {
+	ReplicaRef
+	Tenant      string   `json:"tenant"`
+	Name        string   `json:"name"`
+	GangSize    int      `json:"gang_size"`
+	GPUs        []int    `json:"gpus"`
+	Hosts       []string `json:"hosts"` // each replica's node host, by replica
+	GracePeriod Duration `json:"grace_period"`
+	Preemptions int      `json:"preemptions"`
+	Command     *Command `json:"command,omitempty"`
+}
+
+// HeartbeatReply tells an agent what to run. A node that is down runs
+// nothing; Lost says it was marked lost (missed heartbeats).
+type HeartbeatReply struct {
+	Tasks []Task `json:"tasks"`
+	Down  bool   `json:"down,omitempty"`
+	Lost  bool   `json:"lost,omitempty"`
+}
