@@ -28,6 +28,9 @@ func newScorer(in *Input) (score.Scorer, error) {
 			reqs = append(reqs, requestOf(w, ""))
 		}
 	}
+	if len(reqs) == 0 {
+		return nil, nil // nothing to place this cycle
+	}
 	s, err := score.New(name, score.WithSeed(int64(in.Seed)), score.WithTypicalPods(score.TypicalPods(reqs, 95)))
 	if err != nil {
 		return nil, fmt.Errorf("sched: %w", err)

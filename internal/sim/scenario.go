@@ -30,6 +30,9 @@ type Scenario struct {
 	Services     []Service             `yaml:"services"`
 	// Strategies are the names run when none are asked for.
 	Strategies []string `yaml:"strategies"`
+	// Trace, when set, replays a real cluster trace: its machines join the
+	// fleet and its pods arrive and leave at their recorded times.
+	Trace *TraceInput `yaml:"trace"`
 }
 
 // Generator makes a stream of workloads (or one, with Count).
@@ -138,6 +141,9 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	}
 	var errs yamlfile.Errors
 	at := yamlfile.Pos{File: file, Line: 1, Col: 1}
+	if s.Trace != nil && (s.Trace.Tenant == "" || s.Trace.Region == "" || s.Trace.Dir == "" || s.Trace.Workload == "") {
+		errs.Add(at, "trace", "a trace needs format, dir, workload, tenant and region")
+	}
 	if s.Duration <= 0 {
 		errs.Add(at, "duration", "a scenario needs a duration, such as 30d")
 	}

@@ -63,6 +63,7 @@ type event struct {
 const (
 	evArrival = iota
 	evComplete
+	evTrace // a trace pod arrives; gen is its index
 )
 
 type eventQueue []event
@@ -110,6 +111,7 @@ type Sim struct {
 	capacity resource.MilliGPU
 
 	services []*serviceState
+	pods     []tracePod // trace pods to replay
 	pol      *policyRun
 	cache    sched.Cache
 	// afterStep, when set (by tests), runs at the end of every step.
@@ -131,11 +133,31 @@ type Options struct {
 
 // New prepares a run of scenario sc under strategy st.
 func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
+	fleetSpec := sc.Fleet
+	catalog := sc.Catalog
+	var pods []tracePod
+	if sc.Trace != nil {
+		cat := &fleet.Catalog{}
+		if catalog != nil {
+			c := *catalog
+			cat = &c
+		}
+		full := fleet.Builtin()
+		if err := full.Merge(cat); err != nil {
+			return nil, err
+		}
+		spec, ps, err := loadTrace(sc.Trace, full)
+		if err != nil {
+			return nil, err
+		}
+		fleetSpec.Regions = append(append([]fleet.RegionSpec(nil), fleetSpec.Regions...), spec.Regions...)
+		catalog, pods = full, ps
+	}
 	f := config.File{
 		Now:          sc.Start,
 		Seed:         opt.Seed,
-		Catalog:      sc.Catalog,
-		Fleet:        sc.Fleet,
+		Catalog:      catalog,
+		Fleet:        fleetSpec,
 		Tenants:      st.tenants(sc.Tenants),
 		Partitions:   st.Partitions,
 		Reservations: append([]tenancy.Reservation(nil), sc.Reservations...),
@@ -174,6 +196,12 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 			s.scheduleArrival(gi, sc.Start.Add(g.At))
 		}
 	}
+	for i := range pods {
+		if at := sc.Start.Add(pods[i].at); at.Before(s.end) {
+			s.push(event{at: at, kind: evTrace, gen: i})
+		}
+	}
+	s.pods = pods
 	s.services, err = newServices(s, opt.Seed)
 	if err != nil {
 		return nil, err
@@ -275,6 +303,8 @@ func (s *Sim) events(t time.Time) {
 			for i := 0; i < n; i++ {
 				s.submit(s.newJob(e.gen))
 			}
+		case evTrace:
+			s.submit(s.traceJob(e.gen))
 		case evComplete:
 			j := e.job
 			if j.done || j.version != e.version || j.w.Running == nil {
@@ -603,4 +633,20 @@ func (s *Sim) use(i int, d int64) {
 	s.nodeUsed[i] += d
 	s.keyUsed[s.nodeKey[i]] += d
 	s.usedAll += d
+}
+
+// traceJob makes the job of trace pod i.
+func (s *Sim) traceJob(i int) *job {
+	p := &s.pods[i]
+	w := &workload.Workload{Spec: p.spec, SubmittedAt: s.now}
+	class := w.Labels["class"]
+	s.st.override(class, &w.Spec)
+	remaining := p.runtime
+	if remaining == 0 {
+		remaining = s.end.Sub(s.now) + time.Hour
+	}
+	s.seq++
+	j := &job{w: w, gen: -1, svc: -1, class: class, remaining: remaining, basePriority: w.Priority, basePreempt: w.Preemptible}
+	s.applyClass(j)
+	return j
 }
