@@ -46,6 +46,8 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"DELETE /v1/policies/{name}", s.deletePolicy},
 		{"GET /v1/policies/{name}/firings", s.listFirings},
 		{"GET /v1/events", s.events},
+		{"GET /v1/alerts", s.listAlerts},
+		{"PUT /v1/alerts", s.applyAlerts},
 	}, s.agentRoutes()...)
 }
 
@@ -644,6 +646,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		if err := wait.UnmarshalYAMLScalar(v); err != nil || wait > api.Duration(60e9) {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, "wait", "wait must be a duration of at most 60s, got %q", v)
 		}
+	}
+	if wantsSSE(r) {
+		return s.streamEvents(w, r, after)
 	}
 	p := who(r)
 	deadline := s.now().Add(timeDuration(wait))

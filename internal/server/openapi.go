@@ -53,7 +53,9 @@ var docs = map[string]routeDoc{
 	"GET /v1/policies/{name}":                           {summary: "Show a policy", admin: true, resp: api.Policy{}},
 	"DELETE /v1/policies/{name}":                        {summary: "Remove a policy", admin: true},
 	"GET /v1/policies/{name}/firings":                   {summary: "A policy's firing log", admin: true, resp: api.List[api.Firing]{}},
-	"GET /v1/events":                                    {summary: "Events after a sequence number; long-polls with wait", resp: api.Events{}, query: []string{"after", "wait", "limit"}},
+	"GET /v1/events":                                    {summary: "Events after a sequence number; long-polls with wait; with Accept: text/event-stream, a server-sent event stream (id: seq, event: type, data: Event; resumes from Last-Event-ID)", resp: api.Events{}, query: []string{"after", "wait", "limit"}},
+	"GET /v1/alerts":                                    {summary: "List the alert rules with their state", admin: true, resp: api.Alerts{}},
+	"PUT /v1/alerts":                                    {summary: "Replace the alert rules with a rules file (YAML source)", admin: true, req: api.AlertsApply{}, resp: api.Alerts{}},
 }
 
 // buildOpenAPI writes the OpenAPI 3.1 document of the routes.

@@ -45,6 +45,12 @@ type Options struct {
 	Logger  *slog.Logger
 	// Clock is the wall clock (default time.Now); tests may pin it.
 	Clock func() time.Time
+	// AlertInterval is how often alert metrics are sampled and rules
+	// evaluated (default 10s); AlertsSource, when set, replaces the stored
+	// alert rules at start (AlertsFile names it in messages).
+	AlertInterval time.Duration
+	AlertsFile    string
+	AlertsSource  []byte
 	// NodeLostAfter is how long an agent-run node may miss heartbeats
 	// before it is marked lost and its work requeued (default 30s).
 	NodeLostAfter time.Duration
@@ -68,6 +74,7 @@ type Server struct {
 	limiter    *limiter
 	metrics    *metrics
 	policies   *policyRunner
+	alerts     *alertRunner
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
 	live       liveCache
@@ -108,6 +115,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
+	if o.AlertInterval <= 0 {
+		o.AlertInterval = 10 * time.Second
+	}
 	if o.NodeLostAfter <= 0 {
 		o.NodeLostAfter = 30 * time.Second
 	}
@@ -135,6 +145,15 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err := s.policies.load(ctx); err != nil {
 		return nil, err
 	}
+	s.alerts = newAlertRunner(s)
+	if o.AlertsSource != nil {
+		err = s.alerts.apply(ctx, o.AlertsFile, string(o.AlertsSource))
+	} else {
+		err = s.alerts.load(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
 	if s.openAPI, err = buildOpenAPI(s.apiRoutes()); err != nil {
 		return nil, err
 	}
@@ -148,6 +167,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Run runs the scheduler loop and the policy timer until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	s.ready.Store(true)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.alertLoop(ctx) })
 	go s.watchNodes(ctx)
 	s.scheduleLoop(ctx)
 }

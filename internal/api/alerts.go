@@ -1,0 +1,37 @@
+package api
+
+import "time"
+
+// AlertsApply replaces the server's alert rules with a rules file.
+type AlertsApply struct {
+	File   string `json:"file,omitempty"`
+	Source string `json:"source"`
+}
+
+// AlertRule is one alert rule with its evaluation state.
+type AlertRule struct {
+	Name         string            `json:"name"`
+	Description  string            `json:"description,omitempty"`
+	Metric       string            `json:"metric"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Aggregation  string            `json:"aggregation"`
+	Window       Duration          `json:"window"`
+	Frequency    Duration          `json:"frequency"`
+	Operator     string            `json:"operator"`
+	Threshold    float64           `json:"threshold"`
+	Severity     int               `json:"severity"`
+	AutoMitigate bool              `json:"auto_mitigate"`
+	Enabled      bool              `json:"enabled"`
+	// State is "Fired", "OK" or "NotEvaluated".
+	State         string     `json:"state"`
+	FiredAt       *time.Time `json:"fired_at,omitempty"`
+	LastEvaluated *time.Time `json:"last_evaluated,omitempty"`
+	LastValue     *float64   `json:"last_value,omitempty"`
+}
+
+// Alerts are the applied alert rules.
+type Alerts struct {
+	File      string      `json:"file,omitempty"`
+	AppliedAt *time.Time  `json:"applied_at,omitempty"`
+	Items     []AlertRule `json:"items"`
+}

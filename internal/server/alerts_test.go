@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/alert"
+	"github.com/arbiterhq/arbiter/internal/api"
+)
+
+// TestAlertsWebhook drives the alert evaluator with a pinned clock: a
+// webhook on loopback receives a firing, then its resolution when the
+// condition clears; the rules are applied and listed through the API.
+func TestAlertsWebhook(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	got := make(chan alert.Payload, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p alert.Payload
+		b, _ := io.ReadAll(r.Body)
+		if r.Method != "POST" || r.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &p) != nil {
+			t.Errorf("webhook got %s %q", r.Method, b)
+		}
+		got <- p
+	}))
+	defer hook.Close()
+
+	h := newHarness(t, testConfig, Options{Clock: clock})
+	ctx := h.ctx
+	rules := `webhook: ` + hook.URL + `/alerts?code=secret
+rules:
+  - name: contoso-pending
+    description: contoso has work waiting
+    metric: pending_gpus
+    labels: {tenant: contoso}
+    aggregation: max
+    window: 1m
+    frequency: 1m
+    operator: ">"
+    threshold: 0
+    severity: 1
+  - name: a100-eastus-busy
+    metric: gpu_allocation_ratio
+    labels: {flavor: A100-80G, region: eastus}
+    aggregation: avg
+    window: 1m
+    frequency: 1m
+    operator: ">="
+    threshold: 0.5
+    auto_mitigate: false
+`
+	if _, err := h.admin.ApplyAlerts(ctx, api.AlertsApply{File: "alerts.yaml", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	// A bad file is a 400 naming the field and line.
+	_, err := h.admin.ApplyAlerts(ctx, api.AlertsApply{File: "bad.yaml", Source: strings.Replace(rules, "aggregation: max", "aggregation: median", 1)})
+	if ae, ok := err.(*api.Error); !ok || ae.Status != 400 || ae.Field != "source.rules[0].aggregation" || !strings.Contains(ae.Message, "bad.yaml:3:5") {
+		t.Fatalf("bad rules: %v", err)
+	}
+
+	contoso := h.tenant("contoso")
+	// 16 GPUs run on eastus A100 (half of its 32); 64 more wait.
+	if _, err := contoso.Submit(ctx, "contoso", spec("run", 8, 2)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(ctx)
+	if _, err := contoso.Submit(ctx, "contoso", spec("wait", 8, 8)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(ctx)
+
+	if n := h.s.TickAlerts(ctx); n != 2 {
+		t.Fatalf("delivered %d notifications, want 2", n)
+	}
+	fired := map[string]alert.Payload{}
+	for range 2 {
+		p := <-got
+		fired[p.Data.Essentials.AlertRule] = p
+	}
+	p := fired["contoso-pending"]
+	es, c := p.Data.Essentials, p.Data.AlertContext.Condition
+	if p.SchemaID != "azureMonitorCommonAlertSchema" || es.MonitorCondition != "Fired" || es.Severity != "Sev1" || !es.FiredDateTime.Equal(now) ||
+		c.AllOf[0].MetricValue != 64 || c.AllOf[0].MetricName != "pending_gpus" || c.WindowSize != "PT1M" {
+		t.Fatalf("firing payload %+v", p)
+	}
+	if v := fired["a100-eastus-busy"].Data.AlertContext.Condition.AllOf[0].MetricValue; v != 0.5 {
+		t.Fatalf("allocation ratio = %v, want 0.5", v)
+	}
+	// Not due again within the frequency: nothing new, even if ticked.
+	advance(30 * time.Second)
+	if n := h.s.TickAlerts(ctx); n != 0 {
+		t.Fatalf("evaluated before due: %d", n)
+	}
+	as, err := h.admin.Alerts(ctx)
+	if err != nil || len(as.Items) != 2 || as.Items[0].State != "Fired" || as.Items[0].LastValue == nil || *as.Items[0].LastValue != 64 || as.File != "alerts.yaml" {
+		t.Fatalf("alerts list %+v %v", as, err)
+	}
+
+	// The waiting work goes away; a minute later the window holds only
+	// zeros and the pending alert resolves; the other does not auto-mitigate.
+	if _, err := contoso.Cancel(ctx, "contoso", "wait"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := contoso.Cancel(ctx, "contoso", "run"); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(ctx)
+	advance(31 * time.Second)
+	// Due now, but the window (t0+1s, t0+61s] still holds the 64 sampled
+	// at t0+30s: still fired.
+	if n := h.s.TickAlerts(ctx); n != 0 {
+		t.Fatalf("resolved while the window still breaches: %d", n)
+	}
+	advance(60 * time.Second)
+	if n := h.s.TickAlerts(ctx); n != 1 {
+		t.Fatalf("delivered %d at the resolution, want 1", n)
+	}
+	p = <-got
+	es = p.Data.Essentials
+	if es.AlertRule != "contoso-pending" || es.MonitorCondition != "Resolved" || es.ResolvedDateTime == nil || !es.ResolvedDateTime.Equal(now) ||
+		!es.FiredDateTime.Equal(now.Add(-121*time.Second)) {
+		t.Fatalf("resolution payload %+v", p)
+	}
+	as, _ = h.admin.Alerts(ctx)
+	if as.Items[0].State != "OK" || as.Items[1].State != "Fired" {
+		t.Fatalf("states after resolution %+v", as.Items)
+	}
+	// Both changes are in the event log (admin only).
+	ev, err := h.admin.Events(ctx, 0, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range ev.Items {
+		if strings.HasPrefix(e.Type, "Alert") {
+			types = append(types, e.Type+":"+e.Object)
+		}
+	}
+	want := "AlertRulesApplied:alerts AlertFired:alerts/contoso-pending AlertFired:alerts/a100-eastus-busy AlertResolved:alerts/contoso-pending"
+	if strings.Join(types, " ") != want {
+		t.Fatalf("alert events %v, want %s", types, want)
+	}
+	// The rules survive a restart of the server over the same store.
+	s2, err := New(context.Background(), Options{Store: h.st, AdminToken: testAdmin, Logger: h.s.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := s2.alerts.out(); len(o.Items) != 2 || o.Items[1].Name != "a100-eastus-busy" {
+		t.Fatalf("after restart %+v", o)
+	}
+}
