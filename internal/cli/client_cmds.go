@@ -633,6 +633,32 @@ func newEventsCmd() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if follow {
+				// Server-sent events; reconnect after the last event seen.
+				for {
+					after, err = cl.StreamEvents(cmd.Context(), after, func(e api.Event) error {
+						if c.output == "json" {
+							b, _ := json.Marshal(e)
+							fmt.Fprintln(out, string(b))
+						} else {
+							fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Type, e.Object, e.Message)
+						}
+						return nil
+					})
+					if cmd.Context().Err() != nil {
+						return nil
+					}
+					var ae *api.Error
+					if errors.As(err, &ae) {
+						return err
+					}
+					select {
+					case <-cmd.Context().Done():
+						return nil
+					case <-time.After(2 * time.Second):
+					}
+				}
+			}
 			for {
 				wait := time.Duration(0)
 				if follow {

@@ -33,6 +33,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newTenantCmd(),
 		newNodeCmd(),
 		newRegionCmd(),
+		newAlertCmd(),
 		newEventsCmd(),
 	)
 	return root

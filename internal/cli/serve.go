@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/arbiterhq/arbiter/internal/alert"
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/server"
@@ -24,6 +25,8 @@ type serveFlags struct {
 	interval, policyInterval                                     time.Duration
 	rateLimit                                                    float64
 	batchDelay                                                   time.Duration
+	alertsFile                                                   string
+	alertInterval                                                time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -58,6 +61,8 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.StringVar(&f.addrFile, "addr-file", "", "write the bound address here once listening (for --listen with port 0)")
 	fl.DurationVar(&f.interval, "interval", 2*time.Second, "scheduling timer; changes also trigger a cycle")
 	fl.DurationVar(&f.policyInterval, "policy-interval", 10*time.Second, "how often policies are evaluated")
+	fl.StringVar(&f.alertsFile, "alerts", "", "alert rules file (YAML) replacing the stored rules at start")
+	fl.DurationVar(&f.alertInterval, "alert-interval", 10*time.Second, "how often alert metrics are sampled and rules evaluated")
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
 	fl.DurationVar(&f.batchDelay, "batch-delay", 2*time.Millisecond, "longest wait to group concurrent commits into one fsync")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -99,6 +104,17 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		pols = append(pols, polFile{name: policyName(p), file: filepath.Base(p), data: data})
 	}
+	var alertsSrc []byte
+	if f.alertsFile != "" {
+		data, err := os.ReadFile(f.alertsFile)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if _, err := alert.Load(f.alertsFile, data); err != nil {
+			return err
+		}
+		alertsSrc = data
+	}
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -126,7 +142,8 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, RateLimit: f.rateLimit, Logger: log})
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, RateLimit: f.rateLimit, Logger: log,
+		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc})
 	if err != nil {
 		return err
 	}
