@@ -328,6 +328,7 @@ func newWorkloadCmd() *cobra.Command {
 		}),
 	}
 	submit.Flags().StringVarP(&file, "file", "f", "", "workload YAML file")
+	cmd.AddCommand(newWorkloadLogsCmd(&c))
 	var state string
 	listCmd := &cobra.Command{
 		Use: "list [--state Pending|Running|Cancelled]", Short: "List workloads", Args: cobra.NoArgs,

@@ -32,6 +32,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newWorkloadCmd(),
 		newTenantCmd(),
 		newNodeCmd(),
+		newAgentCmd(),
 		newRegionCmd(),
 		newAlertCmd(),
 		newEventsCmd(),

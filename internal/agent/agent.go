@@ -1,0 +1,438 @@
+package agent
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/server"
+)
+
+// Options configure an agent.
+type Options struct {
+	Server, Token string
+	NodeID        string
+	Region, Zone  string
+	Block, SKU    string
+	// Host is how other replicas reach this node (default NodeID).
+	Host      string
+	Inventory Inventory
+	// DataDir holds logs, process records and (by default) checkpoints.
+	DataDir        string
+	CheckpointRoot string
+	// Listen is where logs are served (default 127.0.0.1:0); LogURL is the
+	// URL the server uses to reach it (default http://<listen address>).
+	Listen, LogURL string
+	// Interval is the heartbeat period (default 5s); the server's answer
+	// is held up to it while nothing changes, so new work arrives at once.
+	Interval time.Duration
+	// MaxBackoff bounds the reconnection backoff (default 30s).
+	MaxBackoff time.Duration
+	// StaleGrace is the grace given to processes a previous agent left
+	// running (default 10s).
+	StaleGrace time.Duration
+	Logger     *slog.Logger
+}
+
+// Agent runs one node.
+type Agent struct {
+	opts Options
+	c    *client.Client
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	procs   map[api.ReplicaRef]*proc
+	reports []api.ReplicaReport
+	wake    chan struct{}
+	logURL  string
+}
+
+// New checks the options and creates an agent.
+func New(o Options) (*Agent, error) {
+	if o.Server == "" || o.Token == "" {
+		return nil, errors.New("agent: --server and --token are required")
+	}
+	if o.NodeID == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, err
+		}
+		o.NodeID = strings.ToLower(strings.Split(h, ".")[0])
+	}
+	if o.Inventory == nil {
+		return nil, errors.New("agent: no GPU inventory")
+	}
+	if o.Region == "" {
+		o.Region = "local"
+	}
+	if o.Block == "" {
+		o.Block = "b0"
+	}
+	if o.Host == "" {
+		o.Host = o.NodeID
+	}
+	if o.DataDir == "" {
+		o.DataDir = "arbiter-agent-" + o.NodeID
+	}
+	if o.CheckpointRoot == "" {
+		o.CheckpointRoot = o.DataDir + "/checkpoints"
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	if o.Interval <= 0 {
+		o.Interval = 5 * time.Second
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	if o.StaleGrace <= 0 {
+		o.StaleGrace = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Agent{opts: o, c: client.New(o.Server, o.Token), log: o.Logger.With("node", o.NodeID),
+		procs: map[api.ReplicaRef]*proc{}, wake: make(chan struct{}, 1)}, nil
+}
+
+func (a *Agent) logf(format string, args ...any) { a.log.Info(fmt.Sprintf(format, args...)) }
+
+// Run registers the node and serves it until ctx ends. Processes it runs
+// are left running when it returns (as when the agent is killed); a new
+// agent on the same data dir stops them before taking work. Use Shutdown
+// to stop them too.
+func (a *Agent) Run(ctx context.Context) error {
+	// Stale processes first: nothing runs that the server did not assign.
+	for _, r := range a.cleanupStale(a.opts.StaleGrace) {
+		a.report(r)
+	}
+	ln, err := net.Listen("tcp", a.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.logURL = a.opts.LogURL
+	if a.logURL == "" {
+		a.logURL = "http://" + ln.Addr().String()
+	}
+	hs := &http.Server{Handler: a.logHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+
+	backoff := 100 * time.Millisecond
+	registered := false
+	for ctx.Err() == nil {
+		if !registered {
+			if err := a.register(ctx); err != nil {
+				a.log.Warn("registering the node failed; retrying", "err", err, "in", backoff.String())
+				if !sleep(ctx, jitter(backoff)) {
+					break
+				}
+				backoff = min(2*backoff, a.opts.MaxBackoff)
+				continue
+			}
+			registered = true
+		}
+		if err := a.beat(ctx); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			var ae *api.Error
+			if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+				registered = false // the server forgot the node
+			}
+			a.log.Warn("heartbeat failed; reconnecting", "err", err, "in", backoff.String())
+			if !sleep(ctx, jitter(backoff)) {
+				break
+			}
+			backoff = min(2*backoff, a.opts.MaxBackoff)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+	return nil
+}
+
+// Shutdown stops every process the agent runs, each with its grace.
+func (a *Agent) Shutdown() {
+	a.mu.Lock()
+	ps := make([]*proc, 0, len(a.procs))
+	for _, p := range a.procs {
+		ps = append(ps, p)
+	}
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		a.mu.Lock()
+		select {
+		case <-p.stopping:
+			a.mu.Unlock()
+			continue // already being stopped
+		default:
+			close(p.stopping)
+		}
+		a.mu.Unlock()
+		wg.Go(func() { a.stop(p) })
+	}
+	wg.Wait()
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d)/2+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// register creates the node, or finds it registered already.
+func (a *Agent) register(ctx context.Context) error {
+	gpus, err := a.opts.Inventory.GPUs()
+	if err != nil {
+		return err
+	}
+	sku := a.opts.SKU
+	if sku == "" {
+		if sku, err = a.pickSKU(ctx, gpus); err != nil {
+			return err
+		}
+	}
+	_, err = a.c.RegisterNode(ctx, api.NodeRegistration{ID: a.opts.NodeID, Region: a.opts.Region, Zone: a.opts.Zone, Block: a.opts.Block, SKU: sku,
+		Labels: map[string]string{server.LabelAgent: "true", server.LabelHost: a.opts.Host}})
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Code == api.CodeConflict {
+		err = nil // registered before
+	}
+	if err == nil {
+		a.log.Info("node registered", "sku", sku, "gpus", len(gpus), "region", a.opts.Region)
+	}
+	return err
+}
+
+// pickSKU finds the catalog's machine size with these GPUs.
+func (a *Agent) pickSKU(ctx context.Context, gpus []api.GPUInfo) (string, error) {
+	if len(gpus) == 0 {
+		return "", errors.New("agent: no GPUs found; give --sku")
+	}
+	skus, err := a.c.SKUs(ctx)
+	if err != nil {
+		return "", err
+	}
+	var models []string
+	for _, k := range skus {
+		models = append(models, k.Model)
+	}
+	model := gpus[0].Model
+	if m := catalogModel(model, gpus[0].MemoryMiB, models); m != "" {
+		model = m
+	}
+	for _, k := range skus {
+		if k.Model == model && k.GPUs == len(gpus) {
+			return k.Name, nil
+		}
+	}
+	return "", fmt.Errorf("agent: the catalog has no machine with %d %s GPUs; give --sku", len(gpus), model)
+}
+
+func (a *Agent) report(r api.ReplicaReport) {
+	a.mu.Lock()
+	a.reports = append(a.reports, r)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// beat sends one heartbeat and acts on the answer.
+func (a *Agent) beat(ctx context.Context) error {
+	gpus, err := a.opts.Inventory.GPUs()
+	if err != nil {
+		a.log.Warn("reading GPUs", "err", err)
+	}
+	a.mu.Lock()
+	reports := a.reports
+	a.reports = nil
+	running := make([]api.ReplicaRef, 0, len(a.procs))
+	for ref, p := range a.procs {
+		select {
+		case <-p.stopping:
+			continue // being stopped: no longer ours to run
+		default:
+		}
+		running = append(running, ref)
+	}
+	a.mu.Unlock()
+	hb := api.Heartbeat{GPUs: gpus, Running: running, Reports: reports, LogURL: a.logURL}
+	if len(reports) == 0 {
+		hb.Wait = api.Duration(a.opts.Interval)
+	}
+	// A report arriving while the server holds the answer cuts it short.
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if len(reports) == 0 {
+		go func() {
+			select {
+			case <-a.wake:
+				cancel()
+			case <-bctx.Done():
+			}
+		}()
+	}
+	var reply api.HeartbeatReply
+	err = a.c.Do(bctx, "POST", "/v1/nodes/"+a.opts.NodeID+"/heartbeat", hb, &reply)
+	if err != nil {
+		if ctx.Err() == nil && bctx.Err() != nil {
+			// Woken for a report: the server may not have seen these.
+			a.mu.Lock()
+			a.reports = append(reports, a.reports...)
+			a.mu.Unlock()
+			return nil
+		}
+		a.mu.Lock()
+		a.reports = append(reports, a.reports...)
+		a.mu.Unlock()
+		return err
+	}
+	a.reconcile(reply, gpus)
+	return nil
+}
+
+// reconcile starts assigned replicas that do not run and stops running
+// ones that are no longer assigned.
+func (a *Agent) reconcile(reply api.HeartbeatReply, gpus []api.GPUInfo) {
+	want := map[api.ReplicaRef]api.Task{}
+	for _, t := range reply.Tasks {
+		t.StartedAt = t.StartedAt.UTC()
+		want[t.ReplicaRef] = t
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for ref, p := range a.procs {
+		if _, ok := want[ref]; !ok {
+			select {
+			case <-p.stopping:
+			default:
+				close(p.stopping)
+				go a.stop(p)
+			}
+		}
+	}
+	for ref, t := range want {
+		if _, ok := a.procs[ref]; ok {
+			continue
+		}
+		p, err := a.start(t, gpus)
+		if err != nil {
+			a.log.Error("starting a replica failed", "workload", t.Workload, "replica", t.Replica, "err", err)
+			a.reports = append(a.reports, api.ReplicaReport{ReplicaRef: ref, Kind: api.ReportExited, Time: time.Now(), Code: 127, Message: err.Error()})
+			continue
+		}
+		a.procs[ref] = p
+		a.reports = append(a.reports, api.ReplicaReport{ReplicaRef: ref, Kind: api.ReportStarted, Time: p.started})
+		a.log.Info("replica started", "workload", t.Workload, "replica", t.Replica, "gpus", t.GPUs, "pid", p.cmd.Process.Pid)
+		go a.watch(p)
+	}
+	if len(a.reports) > 0 {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watch reports a process's exit unless the agent is stopping it.
+func (a *Agent) watch(p *proc) {
+	<-p.done
+	select {
+	case <-p.stopping:
+		return // stop reports it
+	default:
+	}
+	a.mu.Lock()
+	delete(a.procs, p.task.ReplicaRef)
+	a.mu.Unlock()
+	a.log.Info("replica exited", "workload", p.task.Workload, "replica", p.task.Replica, "code", p.code)
+	a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportExited, Time: time.Now(), Code: p.code})
+}
+
+// stop ends a replica that is no longer assigned: SIGTERM, the grace
+// period, SIGKILL; it reports which ended it.
+func (a *Agent) stop(p *proc) {
+	grace := time.Duration(p.task.GracePeriod)
+	select {
+	case <-p.done:
+		// It had exited already; report that instead.
+		a.mu.Lock()
+		delete(a.procs, p.task.ReplicaRef)
+		a.mu.Unlock()
+		a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Message: fmt.Sprintf("had exited with code %d before it was stopped", p.code)})
+		return
+	default:
+	}
+	sig, took := stopGroup(p.cmd.Process.Pid, p.done, grace)
+	msg := fmt.Sprintf("exited %v after SIGTERM (grace %v), code %d", took.Round(time.Millisecond), grace, p.code)
+	if sig == "SIGKILL" {
+		msg = fmt.Sprintf("killed with SIGKILL after the grace period of %v (SIGTERM %v before)", grace, took.Round(time.Millisecond))
+	}
+	a.log.Info("replica stopped", "workload", p.task.Workload, "replica", p.task.Replica, "signal", sig, "after", took.String())
+	a.mu.Lock()
+	delete(a.procs, p.task.ReplicaRef)
+	a.mu.Unlock()
+	a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Signal: sig, Message: msg})
+}
+
+// logHandler serves /logs/{tenant}/{name}/{replica}[?tail=N] to holders
+// of the agent's token (the server proxies `arbiter workload logs`).
+func (a *Agent) logHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /logs/{tenant}/{name}/{replica}", func(w http.ResponseWriter, r *http.Request) {
+		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if subtle.ConstantTimeCompare([]byte(secret), []byte(a.opts.Token)) != 1 {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		rep, err := strconv.Atoi(r.PathValue("replica"))
+		if err != nil {
+			http.Error(w, "bad replica", http.StatusBadRequest)
+			return
+		}
+		f, err := os.Open(a.LogPath(r.PathValue("tenant")+"/"+r.PathValue("name"), rep))
+		if err != nil {
+			http.Error(w, "no log", http.StatusNotFound)
+			return
+		}
+		defer f.Close()
+		if n, err := strconv.ParseInt(r.URL.Query().Get("tail"), 10, 64); err == nil && n > 0 {
+			if st, err := f.Stat(); err == nil && st.Size() > n {
+				f.Seek(st.Size()-n, io.SeekStart)
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.Copy(w, f)
+	})
+	return mux
+}

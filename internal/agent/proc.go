@@ -1,0 +1,234 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+)
+
+// proc is one replica's process, run in its own process group.
+type proc struct {
+	task    api.Task
+	cmd     *exec.Cmd
+	log     *os.File
+	started time.Time
+	done    chan struct{} // closed when the process has exited
+	code    int
+	// stopping is set when the agent decided to stop it.
+	stopping chan struct{}
+}
+
+// record is what the agent keeps on disk about a process it started, so
+// that an agent that restarts can stop what a previous one left running.
+type record struct {
+	PID       int            `json:"pid"`
+	StartTime string         `json:"start_time"` // /proc/PID/stat field 22
+	Ref       api.ReplicaRef `json:"ref"`
+}
+
+func safeName(s string) string {
+	return strings.NewReplacer("/", "_", "\\", "_", "..", "_").Replace(s)
+}
+
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19] // field 22: start time in clock ticks since boot
+}
+
+// alive reports whether the recorded process still runs (the same one:
+// its start time matches).
+func (r record) alive() bool {
+	if r.PID <= 0 {
+		return false
+	}
+	if err := syscall.Kill(r.PID, 0); err != nil {
+		return false
+	}
+	st := procStart(r.PID)
+	return st == "" || st == r.StartTime // no /proc: trust the pid
+}
+
+func (a *Agent) recordPath(ref api.ReplicaRef) string {
+	return filepath.Join(a.opts.DataDir, "procs", fmt.Sprintf("%s.%d.json", safeName(ref.Workload), ref.Replica))
+}
+
+// LogPath is where a replica's output goes.
+func (a *Agent) LogPath(workloadKey string, replica int) string {
+	return filepath.Join(a.opts.DataDir, "logs", safeName(workloadKey), fmt.Sprintf("replica-%d.log", replica))
+}
+
+// CheckpointDir is passed to replicas as ARBITER_CHECKPOINT_DIR.
+func (a *Agent) CheckpointDir(workloadKey string, replica int) string {
+	return filepath.Join(a.opts.CheckpointRoot, safeName(workloadKey), fmt.Sprintf("replica-%d", replica))
+}
+
+// start runs a task's command on its GPUs.
+func (a *Agent) start(t api.Task, gpus []api.GPUInfo) (*proc, error) {
+	if t.Command == nil || len(t.Command.Argv) == 0 {
+		return nil, errors.New("no command")
+	}
+	byIndex := map[int]api.GPUInfo{}
+	for _, g := range gpus {
+		byIndex[g.Index] = g
+	}
+	idx, uuids := make([]string, len(t.GPUs)), make([]string, len(t.GPUs))
+	for i, g := range t.GPUs {
+		info, ok := byIndex[g]
+		if !ok {
+			return nil, fmt.Errorf("assigned GPU %d is not on this node", g)
+		}
+		idx[i], uuids[i] = strconv.Itoa(g), info.UUID
+	}
+	ckpt := a.CheckpointDir(t.Workload, t.Replica)
+	if err := os.MkdirAll(ckpt, 0o755); err != nil {
+		return nil, err
+	}
+	logPath := a.LogPath(t.Workload, t.Replica)
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, err
+	}
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(lf, "--- arbiter: replica %d of %s, run placed at %s, started %s on %s (GPUs %s)\n",
+		t.Replica, t.Workload, t.StartedAt.UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), a.opts.NodeID, strings.Join(idx, ","))
+	var peers []string
+	for i, h := range t.Hosts {
+		if i != t.Replica {
+			peers = append(peers, h)
+		}
+	}
+	env := os.Environ()
+	for k, v := range t.Command.Env {
+		env = append(env, k+"="+v)
+	}
+	env = append(env,
+		"CUDA_VISIBLE_DEVICES="+strings.Join(idx, ","),
+		"NVIDIA_VISIBLE_DEVICES="+strings.Join(uuids, ","),
+		"ARBITER_GPU_UUIDS="+strings.Join(uuids, ","),
+		"ARBITER_WORKLOAD="+t.Name,
+		"ARBITER_TENANT="+t.Tenant,
+		"ARBITER_REPLICA="+strconv.Itoa(t.Replica),
+		"ARBITER_GANG_SIZE="+strconv.Itoa(t.GangSize),
+		"ARBITER_HOSTS="+strings.Join(t.Hosts, ","),
+		"ARBITER_PEERS="+strings.Join(peers, ","),
+		"ARBITER_NODE="+a.opts.NodeID,
+		"ARBITER_CHECKPOINT_DIR="+ckpt,
+		"ARBITER_PREEMPTIONS="+strconv.Itoa(t.Preemptions),
+		"ARBITER_GRACE_PERIOD="+time.Duration(t.GracePeriod).String(),
+	)
+	cmd := exec.Command(t.Command.Argv[0], t.Command.Argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, t.Command.Dir, lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(lf, "--- arbiter: could not start: %v\n", err)
+		lf.Close()
+		return nil, err
+	}
+	p := &proc{task: t, cmd: cmd, log: lf, started: time.Now(), done: make(chan struct{}), stopping: make(chan struct{})}
+	rec := record{PID: cmd.Process.Pid, StartTime: procStart(cmd.Process.Pid), Ref: t.ReplicaRef}
+	if b, err := json.Marshal(rec); err == nil {
+		os.MkdirAll(filepath.Dir(a.recordPath(t.ReplicaRef)), 0o755)
+		os.WriteFile(a.recordPath(t.ReplicaRef), b, 0o644)
+	}
+	go func() {
+		err := cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+		if p.code < 0 { // killed by a signal
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.code = 128 + int(ws.Signal())
+			}
+		}
+		_ = err
+		fmt.Fprintf(lf, "--- arbiter: exited with code %d at %s\n", p.code, time.Now().UTC().Format(time.RFC3339Nano))
+		lf.Close()
+		os.Remove(a.recordPath(t.ReplicaRef))
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM to the process group, waits the grace period, then
+// SIGKILL. It returns the signal that ended it and how long it took.
+func stopGroup(pid int, done <-chan struct{}, grace time.Duration) (string, time.Duration) {
+	start := time.Now()
+	syscall.Kill(-pid, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		// The leader exited; make sure nothing of the group lingers.
+		syscall.Kill(-pid, syscall.SIGKILL)
+		return "SIGTERM", time.Since(start)
+	case <-t.C:
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	<-done
+	return "SIGKILL", time.Since(start)
+}
+
+// cleanupStale stops every process a previous agent on this data dir left
+// running (SIGTERM, a short grace, SIGKILL to its group) and returns them.
+func (a *Agent) cleanupStale(grace time.Duration) []api.ReplicaReport {
+	dir := filepath.Join(a.opts.DataDir, "procs")
+	ents, _ := os.ReadDir(dir)
+	var out []api.ReplicaReport
+	for _, e := range ents {
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		var rec record
+		if err != nil || json.Unmarshal(b, &rec) != nil {
+			os.Remove(path)
+			continue
+		}
+		if rec.alive() {
+			done := make(chan struct{})
+			go func() {
+				for rec.alive() && !zombie(rec.PID) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				close(done)
+			}()
+			sig, took := stopGroup(rec.PID, done, grace)
+			a.logf("stopped stale process %d of %s replica %d (%s after %v)", rec.PID, rec.Ref.Workload, rec.Ref.Replica, sig, took.Round(time.Millisecond))
+			out = append(out, api.ReplicaReport{ReplicaRef: rec.Ref, Kind: api.ReportStopped, Time: time.Now(), Signal: sig,
+				Message: fmt.Sprintf("stale process %d left by a previous agent stopped with %s", rec.PID, sig)})
+		}
+		os.Remove(path)
+	}
+	return out
+}
+
+// zombie reports whether pid is a zombie (exited, not reaped: it is not
+// our child, so it lingers until its new parent reaps it).
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] == 'Z'
+}

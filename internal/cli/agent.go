@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arbiterhq/arbiter/internal/agent"
+	"github.com/arbiterhq/arbiter/internal/client"
+)
+
+func newAgentCmd() *cobra.Command {
+	var o agent.Options
+	var gpus string
+	var stopOnExit bool
+	cmd := &cobra.Command{
+		Use:   "agent --server URL --token T [--region R --zone Z --block B --sku SKU] [--gpus auto|fake:8xA100-80G]",
+		Short: "Run the node agent: register this machine, report its GPUs, run the work assigned to it",
+		Long: `Runs the node agent. It registers the node (admin token), reports its GPUs
+with every heartbeat and runs the replicas the server assigns to it, each
+with CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES set to exactly its
+GPUs and ARBITER_WORKLOAD, ARBITER_REPLICA, ARBITER_GANG_SIZE, ARBITER_HOSTS,
+ARBITER_PEERS and ARBITER_CHECKPOINT_DIR. Output goes to DATA/logs
+("arbiter workload logs NAME" fetches it through the server). A preempted
+replica gets SIGTERM, its grace period, then SIGKILL. Processes a previous
+agent left running are stopped before the node takes work.
+
+--gpus auto reads the GPUs through NVML (binaries built with -tags nvml);
+--gpus fake:8xA100-80G pretends, for demos and tests.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Server = firstNonEmpty(o.Server, os.Getenv("ARBITER_SERVER"), "http://127.0.0.1:7070")
+			o.Token = firstNonEmpty(o.Token, os.Getenv("ARBITER_TOKEN"))
+			inv, err := agent.ParseInventory(gpus, o.NodeID)
+			if err != nil {
+				return err
+			}
+			o.Inventory = inv
+			o.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			a, err := agent.New(o)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			err = a.Run(ctx)
+			if stopOnExit {
+				a.Shutdown()
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Server, "server", "", "server URL (env ARBITER_SERVER, default http://127.0.0.1:7070)")
+	fl.StringVar(&o.Token, "token", "", "admin token (env ARBITER_TOKEN)")
+	fl.StringVar(&o.NodeID, "node", "", "node ID (default: the host name)")
+	fl.StringVar(&o.Region, "region", "local", "region of the node")
+	fl.StringVar(&o.Zone, "zone", "", "availability zone")
+	fl.StringVar(&o.Block, "block", "b0", "network block (nodes of a block are close)")
+	fl.StringVar(&o.SKU, "sku", "", "machine size (default: the catalog's size with these GPUs)")
+	fl.StringVar(&o.Host, "host", "", "host name other replicas reach this node at (default: the node ID)")
+	fl.StringVar(&gpus, "gpus", "auto", "GPU inventory: auto (NVML) or fake:NxMODEL, e.g. fake:8xA100-80G")
+	fl.StringVar(&o.DataDir, "data", "", "directory for logs, process records and checkpoints (default arbiter-agent-NODE)")
+	fl.StringVar(&o.CheckpointRoot, "checkpoint-root", "", "where checkpoint directories live (default DATA/checkpoints; shared storage lets work resume on another node)")
+	fl.StringVar(&o.Listen, "listen", "127.0.0.1:0", "address serving logs to the server")
+	fl.StringVar(&o.LogURL, "log-url", "", "URL the server reaches the log listener at (default http://LISTEN)")
+	fl.DurationVar(&o.Interval, "heartbeat", 5*time.Second, "heartbeat period")
+	fl.BoolVar(&stopOnExit, "stop-on-exit", true, "stop the replicas (SIGTERM, grace, SIGKILL) when the agent is interrupted")
+	return cmd
+}
+
+// newWorkloadLogsCmd is `arbiter workload logs NAME`.
+func newWorkloadLogsCmd(c *conn) *cobra.Command {
+	var replica int
+	var tail int64
+	cmd := &cobra.Command{
+		Use: "logs NAME", Short: "Print a replica's output (fetched from its node's agent)", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := c.tenantOf(ctx, cl, true)
+			if err != nil {
+				return err
+			}
+			b, err := cl.Logs(ctx, t, args[0], replica, tail)
+			if err != nil {
+				return fmt.Errorf("workload logs: %w", err)
+			}
+			_, err = out.Write(b)
+			return err
+		}),
+	}
+	cmd.Flags().IntVar(&replica, "replica", 0, "replica")
+	cmd.Flags().Int64Var(&tail, "tail", 0, "only the last N bytes")
+	return cmd
+}
