@@ -53,8 +53,11 @@ type Agent struct {
 	c    *client.Client
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	procs   map[api.ReplicaRef]*proc
+	mu    sync.Mutex
+	procs map[api.ReplicaRef]*proc
+	// ended are runs that exited or were stopped: an answer computed
+	// before the server saw the report must not start them again.
+	ended   map[api.ReplicaRef]bool
 	reports []api.ReplicaReport
 	wake    chan struct{}
 	logURL  string
@@ -109,7 +112,7 @@ func New(o Options) (*Agent, error) {
 		return nil, err
 	}
 	return &Agent{opts: o, c: client.New(o.Server, o.Token), log: o.Logger.With("node", o.NodeID),
-		procs: map[api.ReplicaRef]*proc{}, wake: make(chan struct{}, 1)}, nil
+		procs: map[api.ReplicaRef]*proc{}, ended: map[api.ReplicaRef]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 func (a *Agent) logf(format string, args ...any) { a.log.Info(fmt.Sprintf(format, args...)) }
@@ -341,8 +344,13 @@ func (a *Agent) reconcile(reply api.HeartbeatReply, gpus []api.GPUInfo) {
 			}
 		}
 	}
+	for ref := range a.ended {
+		if _, ok := want[ref]; !ok {
+			delete(a.ended, ref) // the server saw the end
+		}
+	}
 	for ref, t := range want {
-		if _, ok := a.procs[ref]; ok {
+		if _, ok := a.procs[ref]; ok || a.ended[ref] {
 			continue
 		}
 		p, err := a.start(t, gpus)
@@ -374,6 +382,7 @@ func (a *Agent) watch(p *proc) {
 	}
 	a.mu.Lock()
 	delete(a.procs, p.task.ReplicaRef)
+	a.ended[p.task.ReplicaRef] = true
 	a.mu.Unlock()
 	a.log.Info("replica exited", "workload", p.task.Workload, "replica", p.task.Replica, "code", p.code)
 	a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportExited, Time: time.Now(), Code: p.code})
@@ -401,6 +410,7 @@ func (a *Agent) stop(p *proc) {
 	a.log.Info("replica stopped", "workload", p.task.Workload, "replica", p.task.Replica, "signal", sig, "after", took.String())
 	a.mu.Lock()
 	delete(a.procs, p.task.ReplicaRef)
+	a.ended[p.task.ReplicaRef] = true
 	a.mu.Unlock()
 	a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Signal: sig, Message: msg})
 }
