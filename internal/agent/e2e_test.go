@@ -226,10 +226,10 @@ func TestGangPreemptResume(t *testing.T) {
 		}
 	}
 	// Logs through the server from the agent.
-	logs, err := e.admin.Logs(e.ctx, "team", "train", 1, 0)
-	if err != nil || !strings.Contains(string(logs), "hello from replica 1") {
-		t.Fatalf("logs of replica 1: %q %v", logs, err)
-	}
+	e.waitFor("replica 1's output through the server", 5*time.Second, func() bool {
+		logs, err := e.admin.Logs(e.ctx, "team", "train", 1, 0)
+		return err == nil && strings.Contains(string(logs), "hello from replica 1")
+	})
 
 	e.submit("urgent", "high", 1, grace, "1")
 	e.waitFor("SIGTERM to reach both replicas", 10*time.Second, func() bool {
