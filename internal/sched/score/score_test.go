@@ -187,6 +187,55 @@ func TestArbiter(t *testing.T) {
 	}
 }
 
+func TestArbiterStranded(t *testing.T) {
+	// GPU pods ask 8 CPU per whole GPU: rho = (0.5·4000 + 0.5·12000) /
+	// (0.5·500 + 0.5·1500) = 8 milli-CPU per GPU milli.
+	tp := []TypicalPod{
+		{CPU: 4000, Milli: 500, GPUs: 1, P: 0.5},
+		{CPU: 12000, Milli: 500, GPUs: 3, P: 0.5},
+		{CPU: 16000, P: 0}, // CPU-only shapes do not count
+	}
+	a := NewArbiter(tp)
+	if got := a.CPUPerGPUMilli(); got != 8 {
+		t.Fatalf("rho = %v, want 8", got)
+	}
+	cases := []struct {
+		n    *Node
+		cpu  int64
+		want int
+	}{
+		{node(64000, "T4", 0, 0), 16000, 0},       // no free GPU
+		{node(64000, "T4", 1000, 1000), 16000, 0}, // 48 cores left serve both GPUs
+		{node(24000, "T4", 1000, 1000), 16000, 1}, // 3 GPUs' worth of CPU -> 1: 1 GPU lost
+		{node(16000, "T4", 1000, 1000), 12000, 1}, // 2 -> 0.5 GPUs: 1.5 lost, rounded down
+		{node(16000, "T4", 1000, 1000), 4000, 0},  // 2 -> 1.5: half a GPU
+		{node(64000, "T4", 1000, 1000, 1000, 1000), 64000, 4},
+	}
+	for i, c := range cases {
+		if got := a.Stranded(c.n, c.cpu); got != c.want {
+			t.Errorf("case %d: Stranded = %d, want %d", i, got, c.want)
+		}
+	}
+	// A CPU-only pod prefers, among equal FGD scores, the node it strands
+	// fewer GPUs on, whatever their whole free GPUs.
+	cpu := &Request{CPU: 16000}
+	s1, _ := a.Score(node(64000, "T4", 1000, 1000, 1000, 1000), cpu, nil)
+	s2, _ := a.Score(node(24000, "T4", 1000, 1000), cpu, nil)
+	f := NewFGD(tp)
+	f1, _ := f.Score(node(64000, "T4", 1000, 1000, 1000, 1000), cpu, nil)
+	f2, _ := f.Score(node(24000, "T4", 1000, 1000), cpu, nil)
+	if f1 != f2 {
+		t.Fatalf("fgd scores differ: %d, %d", f1, f2)
+	}
+	if s1 <= s2 {
+		t.Errorf("cpu-only: spare-CPU node %d, stranding node %d", s1, s2)
+	}
+	// Without typical GPU pods nothing is stranded.
+	if got := NewArbiter([]TypicalPod{{CPU: 1000, P: 1}}).Stranded(node(1000, "T4", 1000), 1000); got != 0 {
+		t.Errorf("no GPU pods: Stranded = %d", got)
+	}
+}
+
 func TestRandom(t *testing.T) {
 	r := NewRandom(rand.New(rand.NewSource(7)))
 	n := node(64000, "T4", 100, 600, 800, 700)
