@@ -44,7 +44,10 @@ type Options struct {
 	// StaleGrace is the grace given to processes a previous agent left
 	// running (default 10s).
 	StaleGrace time.Duration
-	Logger     *slog.Logger
+	// EventsListen is where replicas read their scheduled events
+	// (ARBITER_EVENTS_URL; default 127.0.0.1:0).
+	EventsListen string
+	Logger       *slog.Logger
 }
 
 // Agent runs one node.
@@ -61,6 +64,12 @@ type Agent struct {
 	reports []api.ReplicaReport
 	wake    chan struct{}
 	logURL  string
+	evURL   string
+	// notices are the eviction notices given, by replicaKey.
+	notices  map[string]ScheduledEvent
+	noticing sync.WaitGroup
+	cut      chan struct{} // closed by Shutdown: notices end at once
+	cutOnce  sync.Once
 }
 
 // New checks the options and creates an agent.
@@ -105,6 +114,9 @@ func New(o Options) (*Agent, error) {
 	if o.StaleGrace <= 0 {
 		o.StaleGrace = 10 * time.Second
 	}
+	if o.EventsListen == "" {
+		o.EventsListen = "127.0.0.1:0"
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
@@ -112,7 +124,8 @@ func New(o Options) (*Agent, error) {
 		return nil, err
 	}
 	return &Agent{opts: o, c: client.New(o.Server, o.Token), log: o.Logger.With("node", o.NodeID),
-		procs: map[api.ReplicaRef]*proc{}, ended: map[api.ReplicaRef]bool{}, wake: make(chan struct{}, 1)}, nil
+		procs: map[api.ReplicaRef]*proc{}, ended: map[api.ReplicaRef]bool{}, wake: make(chan struct{}, 1),
+		notices: map[string]ScheduledEvent{}, cut: make(chan struct{})}, nil
 }
 
 func (a *Agent) logf(format string, args ...any) { a.log.Info(fmt.Sprintf(format, args...)) }
@@ -137,6 +150,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	hs := &http.Server{Handler: a.logHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(ln)
 	defer hs.Close()
+	closeEvents, err := a.serveEvents()
+	if err != nil {
+		return err
+	}
+	defer closeEvents()
 
 	backoff := 100 * time.Millisecond
 	registered := false
@@ -174,6 +192,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // Shutdown stops every process the agent runs, each with its grace.
 func (a *Agent) Shutdown() {
+	a.cutOnce.Do(func() { close(a.cut) })
+	defer a.noticing.Wait()
 	a.mu.Lock()
 	ps := make([]*proc, 0, len(a.procs))
 	for _, p := range a.procs {
@@ -332,6 +352,11 @@ func (a *Agent) reconcile(reply api.HeartbeatReply, gpus []api.GPUInfo) {
 		t.StartedAt = t.StartedAt.UTC()
 		want[t.ReplicaRef] = t
 	}
+	notices := map[api.ReplicaRef]api.Notice{}
+	for _, n := range reply.Notices {
+		n.StartedAt = n.StartedAt.UTC()
+		notices[n.ReplicaRef] = n
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for ref, p := range a.procs {
@@ -340,7 +365,12 @@ func (a *Agent) reconcile(reply api.HeartbeatReply, gpus []api.GPUInfo) {
 			case <-p.stopping:
 			default:
 				close(p.stopping)
-				go a.stop(p)
+				if n, ok := notices[ref]; ok && n.After > 0 {
+					a.noticing.Add(1)
+					go a.noticeThenStop(p, n)
+				} else {
+					go a.stop(p)
+				}
 			}
 		}
 	}

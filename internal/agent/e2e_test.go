@@ -56,7 +56,7 @@ func newEnv(t *testing.T, lostAfter time.Duration) *env {
 		t.Fatal(err)
 	}
 	s, err := server.New(ctx, server.Options{Store: st, AdminToken: adminToken, Interval: 200 * time.Millisecond, MinInterval: 10 * time.Millisecond,
-		NodeLostAfter: lostAfter, Logger: slog.New(slog.DiscardHandler)})
+		NodeLostAfter: lostAfter, SpotNotice: testSpotNotice, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

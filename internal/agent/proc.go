@@ -138,7 +138,10 @@ func (a *Agent) start(t api.Task, gpus []api.GPUInfo) (*proc, error) {
 		"ARBITER_CHECKPOINT_DIR="+ckpt,
 		"ARBITER_PREEMPTIONS="+strconv.Itoa(t.Preemptions),
 		"ARBITER_GRACE_PERIOD="+time.Duration(t.GracePeriod).String(),
+		"ARBITER_NOTICE_FILE="+a.NoticePath(t.Workload, t.Replica),
+		"ARBITER_EVENTS_URL="+a.eventsURL(t),
 	)
+	os.Remove(a.NoticePath(t.Workload, t.Replica)) // an earlier run's
 	cmd := exec.Command(t.Command.Argv[0], t.Command.Argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, t.Command.Dir, lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -107,9 +107,22 @@ type Task struct {
 }
 
 // HeartbeatReply tells an agent what to run. A node that is down runs
-// nothing; Lost says it was marked lost (missed heartbeats).
+// nothing; Lost says it was marked lost (missed heartbeats). Notices are
+// for running replicas that are no longer tasks because they were
+// evicted with a notice (spot work): the agent tells the process, waits
+// Notice.After, then stops it as it stops any replica.
 type HeartbeatReply struct {
-	Tasks []Task `json:"tasks"`
-	Down  bool   `json:"down,omitempty"`
-	Lost  bool   `json:"lost,omitempty"`
+	Tasks   []Task   `json:"tasks"`
+	Down    bool     `json:"down,omitempty"`
+	Lost    bool     `json:"lost,omitempty"`
+	Notices []Notice `json:"notices,omitempty"`
+}
+
+// Notice warns a replica of its eviction, as clouds' scheduled events
+// warn spot VMs: the process sees it in $ARBITER_NOTICE_FILE and at
+// $ARBITER_EVENTS_URL for After before it gets SIGTERM.
+type Notice struct {
+	ReplicaRef
+	Reason string   `json:"reason"`
+	After  Duration `json:"after"`
 }

@@ -29,7 +29,9 @@ with CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES set to exactly its
 GPUs and ARBITER_WORKLOAD, ARBITER_REPLICA, ARBITER_GANG_SIZE, ARBITER_HOSTS,
 ARBITER_PEERS and ARBITER_CHECKPOINT_DIR. Output goes to DATA/logs
 ("arbiter workload logs NAME" fetches it through the server). A preempted
-replica gets SIGTERM, its grace period, then SIGKILL. Processes a previous
+replica gets SIGTERM, its grace period, then SIGKILL; spot work first gets
+the server's --spot-notice (30s), written to $ARBITER_NOTICE_FILE and served
+at $ARBITER_EVENTS_URL as Azure-style scheduled events. Processes a previous
 agent left running are stopped before the node takes work.
 
 --gpus auto reads the GPUs through NVML (binaries built with -tags nvml);
@@ -72,6 +74,8 @@ agent left running are stopped before the node takes work.
 	fl.StringVar(&o.Listen, "listen", "127.0.0.1:0", "address serving logs to the server")
 	fl.StringVar(&o.LogURL, "log-url", "", "URL the server reaches the log listener at (default http://LISTEN)")
 	fl.DurationVar(&o.Interval, "heartbeat", 5*time.Second, "heartbeat period")
+	fl.DurationVar(&o.StaleGrace, "stale-grace", 10*time.Second, "grace given to processes a previous agent left running")
+	fl.StringVar(&o.EventsListen, "events-listen", "127.0.0.1:0", "loopback address serving replicas their scheduled events (ARBITER_EVENTS_URL)")
 	fl.BoolVar(&stopOnExit, "stop-on-exit", true, "stop the replicas (SIGTERM, grace, SIGKILL) when the agent is interrupted")
 	return cmd
 }

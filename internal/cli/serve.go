@@ -27,6 +27,7 @@ type serveFlags struct {
 	batchDelay                                                   time.Duration
 	alertsFile                                                   string
 	alertInterval                                                time.Duration
+	spotNotice                                                   time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -62,6 +63,7 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.DurationVar(&f.interval, "interval", 2*time.Second, "scheduling timer; changes also trigger a cycle")
 	fl.DurationVar(&f.policyInterval, "policy-interval", 10*time.Second, "how often policies are evaluated")
 	fl.DurationVar(&f.nodeLostAfter, "node-lost-after", 30*time.Second, "an agent-run node that misses heartbeats this long is marked lost and its work requeued")
+	fl.DurationVar(&f.spotNotice, "spot-notice", 30*time.Second, "notice spot work gets (ARBITER_NOTICE_FILE, ARBITER_EVENTS_URL) before its agent stops it on preemption; negative: none")
 	fl.StringVar(&f.alertsFile, "alerts", "", "alert rules file (YAML) replacing the stored rules at start")
 	fl.DurationVar(&f.alertInterval, "alert-interval", 10*time.Second, "how often alert metrics are sampled and rules evaluated")
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
@@ -143,7 +145,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, RateLimit: f.rateLimit, Logger: log,
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, RateLimit: f.rateLimit, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc})
 	if err != nil {
 		return err

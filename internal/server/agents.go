@@ -15,6 +15,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // The node agent API (issue 7). Agents use the admin token: they register
@@ -102,15 +103,14 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if wait <= 0 || !sameRuns(reply.Tasks, hb.Running) || reply.Down {
+		if left := time.Until(deadline); wait <= 0 || left <= 0 || !sameRuns(reply.Tasks, hb.Running) || reply.Down {
+			if err := s.addNotices(r.Context(), &reply, hb.Running); err != nil {
+				return err
+			}
 			writeJSON(w, http.StatusOK, reply)
 			return nil
 		}
 		left := time.Until(deadline)
-		if left <= 0 {
-			writeJSON(w, http.StatusOK, reply)
-			return nil
-		}
 		t := time.NewTimer(left)
 		select {
 		case <-ch:
@@ -121,6 +121,40 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		}
 		t.Stop()
 	}
+}
+
+// addNotices gives a notice for each replica the agent runs that is no
+// longer its task because its spot workload was preempted (it is pending
+// again, or already runs elsewhere): the agent warns the process and
+// stops it SpotNotice later.
+func (s *Server) addNotices(ctx context.Context, reply *api.HeartbeatReply, running []api.ReplicaRef) error {
+	if s.opts.SpotNotice <= 0 || reply.Down || len(running) == 0 {
+		return nil
+	}
+	assigned := map[api.ReplicaRef]bool{}
+	for _, t := range reply.Tasks {
+		ref := t.ReplicaRef
+		ref.StartedAt = ref.StartedAt.UTC()
+		assigned[ref] = true
+	}
+	return s.st.View(ctx, func(tx store.ReadTx) error {
+		for _, ref := range running {
+			ref.StartedAt = ref.StartedAt.UTC()
+			if assigned[ref] {
+				continue
+			}
+			x, err := store.Get[store.Workload](tx, ref.Workload)
+			if err != nil || x.Spec.Priority != workload.PrioritySpot || x.Preemptions == 0 {
+				continue // gone, not spot or never preempted: stop at once
+			}
+			evicted := x.State == store.StatePending || x.State == store.StateRunning && x.Running != nil && !x.Running.StartedAt.Equal(ref.StartedAt)
+			if !evicted {
+				continue // cancelled or ended: no notice
+			}
+			reply.Notices = append(reply.Notices, api.Notice{ReplicaRef: ref, Reason: x.LastPreemption, After: api.Duration(s.opts.SpotNotice)})
+		}
+		return nil
+	})
 }
 
 func sameRuns(tasks []api.Task, running []api.ReplicaRef) bool {

@@ -54,6 +54,9 @@ type Options struct {
 	// NodeLostAfter is how long an agent-run node may miss heartbeats
 	// before it is marked lost and its work requeued (default 30s).
 	NodeLostAfter time.Duration
+	// SpotNotice is the notice spot work gets before an agent stops it
+	// on preemption (default 30s; negative: none).
+	SpotNotice time.Duration
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a
@@ -120,6 +123,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.NodeLostAfter <= 0 {
 		o.NodeLostAfter = 30 * time.Second
+	}
+	if o.SpotNotice == 0 {
+		o.SpotNotice = 30 * time.Second
 	}
 	s := &Server{
 		opts: o, st: o.Store, log: o.Logger, now: o.Clock,
