@@ -22,10 +22,10 @@ const testSpotNotice = time.Second
 const spotScript = `#!/bin/sh
 out="$OUTDIR/$ARBITER_WORKLOAD"
 env | sort > "$out.env.tmp" && mv "$out.env.tmp" "$out.env"
-trap 'date +%s.%N > "$out.term"; exit 0' TERM
+trap 'date +%s.%N > "$out.term.tmp" && mv "$out.term.tmp" "$out.term"; exit 0' TERM
 while :; do
   if [ ! -f "$out.seen" ] && [ -f "$ARBITER_NOTICE_FILE" ]; then
-    cp "$ARBITER_NOTICE_FILE" "$out.notice" && date +%s.%N > "$out.seen"
+    cp "$ARBITER_NOTICE_FILE" "$out.notice" && date +%s.%N > "$out.seen.tmp" && mv "$out.seen.tmp" "$out.seen"
   fi
   sleep 0.05
 done
