@@ -2,12 +2,13 @@ package server
 
 import (
 	"encoding/json"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // liveCache keeps the live (pending and running) workloads decoded between
@@ -19,56 +20,103 @@ import (
 type liveCache struct {
 	mu       sync.Mutex
 	rev      int64
-	byKey    map[string]*store.Workload
+	byKey    map[string]*liveEntry
+	order    []*liveEntry // byKey's entries in key order
 	lastFull time.Time
+}
+
+// liveEntry is one cached workload and the scheduler's copy of it, made
+// once per stored version rather than once per cycle (the core never
+// changes its input).
+type liveEntry struct {
+	key   string
+	w     *store.Workload
+	sched *workload.Workload
+}
+
+func newLiveEntry(w *store.Workload) *liveEntry {
+	return &liveEntry{key: w.Key(), w: w, sched: schedWorkload(w)}
 }
 
 const fullReadEvery = time.Minute
 
-// live returns the live workloads of tx's snapshot in key order. The
-// objects are shared: callers must not change them.
-func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, error) {
+// live returns the live workloads of tx's snapshot in key order and, when
+// they come from the cache, the scheduler's copies of them (same order;
+// nil otherwise). The objects are shared: callers must not change them.
+func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, []*workload.Workload, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := tx.Revision()
 	switch {
 	case c.byKey == nil || time.Since(c.lastFull) > fullReadEvery:
 		if err := c.full(tx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case cur < c.rev:
-		return listLive(tx) // an older snapshot than the cache: read it whole
+		ws, err := listLive(tx) // an older snapshot than the cache: read it whole
+		return ws, nil, err
 	case cur > c.rev:
 		keys, full, err := changedWorkloads(tx, c.rev)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if full {
 			if err := c.full(tx); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			break
 		}
+		var added []*liveEntry
+		removed := false
 		for _, k := range keys {
 			w, err := store.Get[store.Workload](tx, k)
+			e := c.byKey[k]
 			if err != nil || !w.State.Live() {
-				delete(c.byKey, k)
+				if e != nil {
+					delete(c.byKey, k)
+					e.w = nil // marks it for removal from order
+					removed = true
+				}
 				continue
 			}
-			c.byKey[k] = w
+			if e != nil {
+				e.w, e.sched = w, schedWorkload(w)
+				continue
+			}
+			e = newLiveEntry(w)
+			c.byKey[k] = e
+			added = append(added, e)
+		}
+		if len(added) > 0 || removed {
+			c.order = mergeEntries(c.order, added)
 		}
 		c.rev = cur
 	}
-	keys := make([]string, 0, len(c.byKey))
-	for k := range c.byKey {
-		keys = append(keys, k)
+	ws := make([]*store.Workload, len(c.order))
+	sw := make([]*workload.Workload, len(c.order))
+	for i, e := range c.order {
+		ws[i], sw[i] = e.w, e.sched
 	}
-	sort.Strings(keys)
-	out := make([]*store.Workload, len(keys))
-	for i, k := range keys {
-		out[i] = c.byKey[k]
+	return ws, sw, nil
+}
+
+// mergeEntries returns order without its removed entries (w nil) merged
+// with added, in key order.
+func mergeEntries(order, added []*liveEntry) []*liveEntry {
+	slices.SortFunc(added, func(a, b *liveEntry) int { return strings.Compare(a.key, b.key) })
+	out := make([]*liveEntry, 0, len(order)+len(added))
+	i := 0
+	for _, e := range order {
+		if e.w == nil {
+			continue
+		}
+		for i < len(added) && added[i].key < e.key {
+			out = append(out, added[i])
+			i++
+		}
+		out = append(out, e)
 	}
-	return out, nil
+	return append(out, added[i:]...)
 }
 
 func (c *liveCache) full(tx store.ReadTx) error {
@@ -76,10 +124,14 @@ func (c *liveCache) full(tx store.ReadTx) error {
 	if err != nil {
 		return err
 	}
-	c.byKey = make(map[string]*store.Workload, len(ws))
+	c.byKey = make(map[string]*liveEntry, len(ws))
+	c.order = make([]*liveEntry, 0, len(ws))
 	for _, w := range ws {
-		c.byKey[w.Key()] = w
+		e := newLiveEntry(w)
+		c.byKey[e.key] = e
+		c.order = append(c.order, e)
 	}
+	slices.SortFunc(c.order, func(a, b *liveEntry) int { return strings.Compare(a.key, b.key) })
 	c.rev, c.lastFull = tx.Revision(), time.Now()
 	return nil
 }

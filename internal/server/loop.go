@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/sched"
@@ -13,11 +14,28 @@ import (
 // changed while it was computed.
 const maxAttempts = 4
 
-// whyIndex holds the last cycle's pending reasons.
+// whyIndex holds the last cycle's pending reasons. The map by workload is
+// built on the first lookup rather than in every cycle (a cycle over tens
+// of thousands of pending workloads would otherwise build it each time
+// for a `why` that may never come).
 type whyIndex struct {
 	Revision int64
 	Time     time.Time
-	Pending  map[string]sched.Pending
+	pending  []sched.Pending
+	once     sync.Once
+	byKey    map[string]sched.Pending
+}
+
+// Pending returns the last cycle's reason for the workload with this key.
+func (x *whyIndex) Pending(key string) (sched.Pending, bool) {
+	x.once.Do(func() {
+		x.byKey = make(map[string]sched.Pending, len(x.pending))
+		for _, p := range x.pending {
+			x.byKey[string(p.Workload)] = p
+		}
+	})
+	p, ok := x.byKey[key]
+	return p, ok
 }
 
 // scheduleLoop runs a cycle at start, on every change and on the timer;
@@ -107,11 +125,7 @@ func (s *Server) cycle(ctx context.Context) {
 			s.notify(false)
 			s.log.Info("scheduler: plan applied", "base", w.Revision, "placed", res.Placed, "preempted", res.Preempted, "pending", len(plan.Pending))
 		}
-		idx := &whyIndex{Revision: w.Revision, Time: now, Pending: make(map[string]sched.Pending, len(plan.Pending))}
-		for _, p := range plan.Pending {
-			idx.Pending[string(p.Workload)] = p
-		}
-		s.why.Store(idx)
+		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending})
 		s.metrics.observe(w, in, plan)
 		return
 	}

@@ -4,8 +4,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 type metrics struct {
@@ -60,7 +62,6 @@ func newMetrics() *metrics {
 
 // observe sets the gauges from a cycle's input and plan.
 func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
-	after := sched.Apply(in.Workloads, plan, in.Now)
 	m.allocated.Reset()
 	m.pendingG.Reset()
 	m.pendingW.Reset()
@@ -76,18 +77,56 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 		}
 	}
 	resUse := map[string]resource.MilliGPU{}
-	for _, x := range after {
-		if x.Running == nil {
-			m.pendingG.WithLabelValues(x.Tenant).Add(gpus(x.TotalGPUs()))
+	// The state after the plan, as sched.Apply would make it, without
+	// copying every workload.
+	evicted := make(map[workload.ID]bool, len(plan.Preemptions))
+	for _, x := range plan.Preemptions {
+		evicted[x.Workload] = true
+	}
+	placed := make(map[workload.ID]sched.Placement, len(plan.Placements))
+	for _, x := range plan.Placements {
+		if _, ok := placed[x.Workload]; !ok {
+			placed[x.Workload] = x
+		}
+	}
+	type allocKey struct {
+		tenant string
+		flavor fleet.ModelID
+		region string
+	}
+	pendingG := map[string]resource.MilliGPU{}
+	alloc := map[allocKey]resource.MilliGPU{}
+	for _, x := range in.Workloads {
+		var flavor fleet.ModelID
+		var region string
+		var onRes, running bool
+		if p, ok := placed[x.Name]; ok {
+			flavor, region, onRes, running = p.Flavor, p.Region, p.OnReservation, true
+		} else if x.Running != nil && !evicted[x.Name] {
+			flavor, region, onRes, running = x.Running.Flavor, x.Running.Region, x.Running.OnReservation, true
+		}
+		if !running {
+			pendingG[x.Tenant] = pendingG[x.Tenant].Add(x.TotalGPUs())
 			continue
 		}
-		m.allocated.WithLabelValues(x.Tenant, string(x.Running.Flavor), x.Running.Region).Add(gpus(x.TotalGPUs()))
-		if x.Running.OnReservation {
+		k := allocKey{x.Tenant, flavor, region}
+		alloc[k] = alloc[k].Add(x.TotalGPUs())
+		if onRes {
 			resUse[x.Reservation] = resUse[x.Reservation].Add(x.TotalGPUs())
 		}
 	}
+	for t, g := range pendingG {
+		m.pendingG.WithLabelValues(t).Set(gpus(g))
+	}
+	for k, g := range alloc {
+		m.allocated.WithLabelValues(k.tenant, string(k.flavor), k.region).Set(gpus(g))
+	}
+	pendingW := map[[2]string]int{}
 	for _, p := range plan.Pending {
-		m.pendingW.WithLabelValues(tenantOf(string(p.Workload)), string(p.Code)).Inc()
+		pendingW[[2]string{tenantOf(string(p.Workload)), string(p.Code)}]++
+	}
+	for k, n := range pendingW {
+		m.pendingW.WithLabelValues(k[0], k[1]).Set(float64(n))
 	}
 	for _, p := range plan.Preemptions {
 		m.preemptions.WithLabelValues(tenantOf(string(p.Workload))).Inc()

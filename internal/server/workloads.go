@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/api"
@@ -248,8 +249,8 @@ func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
 	case store.StateSucceeded, store.StateFailed:
 		out.Reason = fmt.Sprintf("ended at %s: %s", x.EndedAt.UTC().Format("2006-01-02T15:04:05Z"), strings.ToLower(string(x.State)))
 	default:
-		if p, ok := idx.Pending[x.Key()]; ok {
-			out.Code, out.Reason, out.Details = string(p.Code), p.Reason, p.Details
+		if p, ok := idx.Pending(x.Key()); ok {
+			out.Code, out.Reason, out.Details = string(p.Code), p.Reason, slices.Clone(p.Details)
 		} else {
 			out.Reason = fmt.Sprintf("not yet considered: submitted at revision %d, the last scheduling cycle saw revision %d", x.Meta.Created, idx.Revision)
 		}

@@ -26,7 +26,10 @@ type world struct {
 	Nodes        []*store.Node
 	Reservations []*store.Reservation
 	Workloads    []*store.Workload // live ones (pending, running)
-	Down         []fleet.NodeID
+	// sched holds the scheduler's copies of Workloads when the live cache
+	// supplied them (shared: never changed); nil means input makes them.
+	sched []*workload.Workload
+	Down  []fleet.NodeID
 }
 
 const settingCatalog = "catalog"
@@ -91,7 +94,7 @@ func loadWorldWith(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool, cach
 	}
 	if withWorkloads {
 		if cache != nil {
-			w.Workloads, err = cache.live(tx)
+			w.Workloads, w.sched, err = cache.live(tx)
 		} else {
 			w.Workloads, err = listLive(tx)
 		}
@@ -148,6 +151,10 @@ func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
 			Name: r.Key(), Owner: r.Tenant, Region: r.Region, Zone: r.Zone, SKU: r.SKU,
 			Count: r.Count, Start: r.Start, End: r.End, Nodes: r.Nodes,
 		})
+	}
+	if w.sched != nil {
+		in.Workloads = w.sched
+		return in
 	}
 	for _, x := range w.Workloads {
 		in.Workloads = append(in.Workloads, schedWorkload(x))

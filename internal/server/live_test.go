@@ -1,0 +1,65 @@
+package server
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/arbiterhq/arbiter/internal/store"
+)
+
+// TestLiveCacheMatchesFullRead: after submissions, cancellations and
+// cycles in any order, the live cache (kept in key order by merging, with
+// the scheduler's copies made once per stored version) answers exactly
+// what a full read and fresh copies would.
+func TestLiveCacheMatchesFullRead(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	c := h.tenant("contoso")
+	rng := rand.New(rand.NewPCG(1, 2))
+	var names []string
+	for step := 0; step < 200; step++ {
+		switch r := rng.IntN(10); {
+		case r < 6 || len(names) == 0:
+			// Names out of key order, so that merges insert in the middle.
+			n := fmt.Sprintf("w%03d", rng.IntN(1000))
+			if _, err := c.Submit(h.ctx, "contoso", spec(n, 1+rng.IntN(8), 1)); err == nil {
+				names = append(names, n)
+			}
+		case r < 8:
+			i := rng.IntN(len(names))
+			c.Cancel(h.ctx, "contoso", names[i])
+			names = append(names[:i], names[i+1:]...)
+		default:
+			h.s.Cycle(h.ctx)
+		}
+		if step%7 != 0 {
+			continue
+		}
+		err := h.st.View(h.ctx, func(tx store.ReadTx) error {
+			ws, sw, err := h.s.live.live(tx)
+			if err != nil {
+				return err
+			}
+			want, err := listLive(tx)
+			if err != nil {
+				return err
+			}
+			if len(ws) != len(want) || len(sw) != len(want) {
+				return fmt.Errorf("step %d: cache has %d/%d workloads, a full read %d", step, len(ws), len(sw), len(want))
+			}
+			for i := range want {
+				if !reflect.DeepEqual(ws[i], want[i]) {
+					return fmt.Errorf("step %d: workload %d: cache %s, full read %s", step, i, ws[i].Key(), want[i].Key())
+				}
+				if !reflect.DeepEqual(sw[i], schedWorkload(want[i])) {
+					return fmt.Errorf("step %d: scheduler copy of %s differs", step, want[i].Key())
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
