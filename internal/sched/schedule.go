@@ -760,14 +760,7 @@ func (s *snapshot) noFit(cl *claim, preempt bool) reason {
 		}
 		return reason{code: ReasonNoCapacity}
 	}
-	var free resource.MilliGPU
-	for _, pi := range cl.pools {
-		for _, i := range s.pools[pi].nodes {
-			for _, f := range s.nodes[i].free {
-				free += resource.MilliGPU(f)
-			}
-		}
-	}
+	free := s.freeInReach(cl.pools)
 	why := ""
 	if preempt {
 		why = ", and preemption cannot free enough"
@@ -778,6 +771,27 @@ func (s *snapshot) noFit(cl *claim, preempt bool) reason {
 	}
 	return reason{ReasonNoCapacity, fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s",
 		cl.w.Replicas, cl.w.GPUs, cl.cand.model, cl.cand.region, free, why)}
+}
+
+// freeInReach sums the free GPU capacity of the pools' nodes. Pending
+// workloads that fail alike (a full fleet, a long queue) ask for the same
+// pools while nothing changes, so the last answer is kept until a node's
+// free GPUs change.
+func (s *snapshot) freeInReach(pools []int) resource.MilliGPU {
+	if s.reachSet && s.reachGen == s.freeGen && slices.Equal(s.reachPool, pools) {
+		return s.reachFree
+	}
+	var free resource.MilliGPU
+	for _, pi := range pools {
+		for _, i := range s.pools[pi].nodes {
+			for _, f := range s.nodes[i].free {
+				free += resource.MilliGPU(f)
+			}
+		}
+	}
+	s.reachSet, s.reachGen, s.reachFree = true, s.freeGen, free
+	s.reachPool = append(s.reachPool[:0], pools...)
+	return free
 }
 
 var _ = strings.Join

@@ -138,6 +138,15 @@ type snapshot struct {
 
 	terse bool // Options.TerseReasons
 
+	// freeGen counts changes to the nodes' free GPUs after the build
+	// (adjust); noFit memoises its "free in reach" sum for the last pool
+	// list at the generation it was computed at.
+	freeGen   uint64
+	reachGen  uint64
+	reachSet  bool
+	reachPool []int
+	reachFree resource.MilliGPU
+
 	// scorer is the named scorer, nil for the default best fit.
 	scorer    score.Scorer
 	scoreNode score.Node
@@ -261,6 +270,7 @@ func (s *snapshot) refundJ(refs []usageRef, amt resource.MilliGPU) {
 func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
 	ns := &s.nodes[i]
 	oldWhole, oldPartial := ns.whole, ns.partial
+	s.freeGen++
 	for _, g := range gpus {
 		before := ns.free[g]
 		after := min(max(before+delta, 0), resource.PerGPU)
