@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,8 +69,10 @@ type Agent struct {
 	// notices are the eviction notices given, by replicaKey.
 	notices  map[string]ScheduledEvent
 	noticing sync.WaitGroup
-	cut      chan struct{} // closed by Shutdown: notices end at once
-	cutOnce  sync.Once
+	// holding is set when a task waits for a stopping replica's GPUs.
+	holding bool
+	cut     chan struct{} // closed by Shutdown: notices end at once
+	cutOnce sync.Once
 }
 
 // New checks the options and creates an agent.
@@ -186,6 +189,25 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		a.mu.Lock()
+		holding := a.holding
+		a.mu.Unlock()
+		if holding {
+			// New work waits for evicted work to leave its GPUs; the stop
+			// report wakes us, and a second is the most we wait without one.
+			t := time.NewTimer(time.Second)
+			select {
+			case <-a.wake:
+				// Pass the wake-up on: the next beat must carry the report.
+				select {
+				case a.wake <- struct{}{}:
+				default:
+				}
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 	}
 	return nil
 }
@@ -379,8 +401,15 @@ func (a *Agent) reconcile(reply api.HeartbeatReply, gpus []api.GPUInfo) {
 			delete(a.ended, ref) // the server saw the end
 		}
 	}
+	a.holding = false
 	for ref, t := range want {
 		if _, ok := a.procs[ref]; ok || a.ended[ref] {
+			continue
+		}
+		if a.gpusBusy(t.GPUs) {
+			// A preempted replica is still in its notice or grace period
+			// on these GPUs: start once it has exited.
+			a.holding = true
 			continue
 		}
 		p, err := a.start(t, gpus)
@@ -416,6 +445,29 @@ func (a *Agent) watch(p *proc) {
 	a.mu.Unlock()
 	a.log.Info("replica exited", "workload", p.task.Workload, "replica", p.task.Replica, "code", p.code)
 	a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportExited, Time: time.Now(), Code: p.code})
+}
+
+// gpusBusy reports whether a replica being stopped still holds one of
+// these GPUs. Callers hold a.mu.
+func (a *Agent) gpusBusy(gpus []int) bool {
+	for _, p := range a.procs {
+		select {
+		case <-p.stopping:
+		default:
+			continue // still assigned: the server did not give its GPUs away
+		}
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		for _, g := range p.task.GPUs {
+			if slices.Contains(gpus, g) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stop ends a replica that is no longer assigned: SIGTERM, the grace

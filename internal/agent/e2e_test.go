@@ -260,6 +260,24 @@ func TestGangPreemptResume(t *testing.T) {
 		w, err := e.admin.Workload(e.ctx, "prod", "urgent")
 		return err == nil && w.State == "Succeeded"
 	})
+	// The claimant starts on a node only after the evicted replica there
+	// has exited (its grace period over): the two never share GPUs.
+	all := e.events("")
+	for i, ev := range all {
+		if ev.Type != "ReplicaStarted" || ev.Object != "workloads/prod/urgent" {
+			continue
+		}
+		_, node, _ := strings.Cut(ev.Message, " started on ")
+		stoppedBefore := false
+		for _, prev := range all[:i] {
+			if prev.Type == "ReplicaStopped" && prev.Object == "workloads/team/train" && strings.Contains(prev.Message, " on "+node+":") {
+				stoppedBefore = true
+			}
+		}
+		if !stoppedBefore {
+			t.Errorf("urgent started on %s before train's replica there was stopped", node)
+		}
+	}
 	e.waitFor("the gang to resume from its checkpoint", 15*time.Second, func() bool {
 		w := e.workload("train")
 		return w.State == "Running" && exists(filepath.Join(e.out, "train-0.resumed")) && exists(filepath.Join(e.out, "train-1.resumed")) &&
