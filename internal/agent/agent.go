@@ -456,11 +456,8 @@ func (a *Agent) gpusBusy(gpus []int) bool {
 		default:
 			continue // still assigned: the server did not give its GPUs away
 		}
-		select {
-		case <-p.done:
-			continue
-		default:
-		}
+		// Busy until stop has recorded the end (even if the process has
+		// just exited), so that reports stay in order.
 		for _, g := range p.task.GPUs {
 			if slices.Contains(gpus, g) {
 				return true
@@ -479,8 +476,12 @@ func (a *Agent) stop(p *proc) {
 		// It had exited already; report that instead.
 		a.mu.Lock()
 		delete(a.procs, p.task.ReplicaRef)
+		a.reports = append(a.reports, api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Message: fmt.Sprintf("had exited with code %d before it was stopped", p.code)})
 		a.mu.Unlock()
-		a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Message: fmt.Sprintf("had exited with code %d before it was stopped", p.code)})
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
 		return
 	default:
 	}
@@ -490,11 +491,18 @@ func (a *Agent) stop(p *proc) {
 		msg = fmt.Sprintf("killed with SIGKILL after the grace period of %v (SIGTERM %v before)", grace, took.Round(time.Millisecond))
 	}
 	a.log.Info("replica stopped", "workload", p.task.Workload, "replica", p.task.Replica, "signal", sig, "after", took.String())
+	// The report is queued in the same critical section that frees the
+	// GPUs, so that it reaches the server before the start of whatever
+	// takes them next.
 	a.mu.Lock()
 	delete(a.procs, p.task.ReplicaRef)
 	a.ended[p.task.ReplicaRef] = true
+	a.reports = append(a.reports, api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Signal: sig, Message: msg})
 	a.mu.Unlock()
-	a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Signal: sig, Message: msg})
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
 }
 
 // logHandler serves /logs/{tenant}/{name}/{replica}[?tail=N] to holders
