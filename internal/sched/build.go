@@ -7,7 +7,6 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
-	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // replicaAt is one replica of a running workload, resolved to a node index.
@@ -240,5 +239,3 @@ func joinLines(ss []string) string {
 	}
 	return out
 }
-
-var _ = workload.ID("")

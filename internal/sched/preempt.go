@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
-	"github.com/arbiterhq/arbiter/internal/resource"
 )
 
 // Preemption picks the cheapest allowed set of victims whose removal lets
@@ -334,5 +333,3 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 	}
 	return out
 }
-
-var _ = resource.PerGPU

@@ -793,5 +793,3 @@ func (s *snapshot) freeInReach(pools []int) resource.MilliGPU {
 	s.reachPool = append(s.reachPool[:0], pools...)
 	return free
 }
-
-var _ = strings.Join

@@ -185,5 +185,3 @@ func buildSkeleton(in *Input) *skeleton {
 	s.backing = backing
 	return s
 }
-
-var _ = resource.PerGPU
