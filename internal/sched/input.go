@@ -52,6 +52,10 @@ type Options struct {
 	// set): for callers such as the simulator that decide thousands of
 	// pending workloads per cycle and read no messages.
 	TerseReasons bool
+
+	// noRepeat turns off the repeat memo (see repeatKey) so that tests
+	// can check it never changes a plan.
+	noRepeat bool
 }
 
 // candidate is one acceptable (flavor, region) of a workload.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -191,6 +192,7 @@ func TestProperties(t *testing.T) {
 			{"no-ping-pong", propNoPingPong},
 			{"terse-same-plan", propTerse},
 			{"cache-same-plan", propCache},
+			{"repeat-same-plan", propRepeat},
 		} {
 			if err := prop.fn(in, plan); err != nil {
 				t.Errorf("seed %d: %s: %v", seed, prop.name, err)
@@ -519,6 +521,32 @@ func propCache(in Input, p Plan) error {
 		if !bytes.Equal(want, got) {
 			return fmt.Errorf("plan with cache (pass %d) differs", i)
 		}
+	}
+	return nil
+}
+
+// propRepeat: deciding alike pending workloads once (the repeat memo)
+// never changes a plan. Every pending workload gets two clones submitted
+// just after it, so the memo is hit in every case.
+func propRepeat(in Input, _ Plan) error {
+	var clones []*workload.Workload
+	for _, w := range in.Workloads {
+		if w.Running != nil {
+			continue
+		}
+		for i := 1; i <= 2; i++ {
+			c := *w
+			c.Name = workload.ID(fmt.Sprintf("%s-c%d", w.Name, i))
+			c.SubmittedAt = w.SubmittedAt.Add(time.Duration(i) * time.Millisecond)
+			clones = append(clones, &c)
+		}
+	}
+	in.Workloads = append(slices.Clip(in.Workloads), clones...)
+	got, _ := json.Marshal(Schedule(in))
+	in.Options.noRepeat = true
+	want, _ := json.Marshal(Schedule(in))
+	if !bytes.Equal(want, got) {
+		return fmt.Errorf("plan with the repeat memo differs:\nwith:    %s\nwithout: %s", got, want)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched/score"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -19,6 +20,7 @@ func Schedule(in Input) Plan {
 	var plan Plan
 	s.evictDown(&plan)
 	pending := s.order()
+	plan.Pending = make([]Pending, 0, len(pending))
 	// Reservations are hard promises: owners claim their reserved capacity
 	// before anyone else is placed, so that preemptible work placed this
 	// cycle cannot sit on it. Claims beyond a reservation wait for their
@@ -197,8 +199,87 @@ type claim struct {
 // maxPasses bounds the passes over pending work in one cycle.
 const maxPasses = 3
 
+// repeatKey is what a workload's decision depends on, besides the state
+// of the snapshot: everything scheduleOne reads from it except its name.
+// Workloads that agree on it, and on their flavor and region lists, are
+// decided alike while nothing has been placed in between; so a pending
+// queue of thousands of identical requests costs one decision, not
+// thousands (the server's queue after a storm of submissions).
+type repeatKey struct {
+	tenant      string
+	prio        workload.Priority
+	preemptible bool
+	gpus        resource.MilliGPU
+	replicas    int
+	cpu         resource.MilliCPU
+	mem         resource.MiB
+	topology    workload.Topology
+	reservation string
+	maxPrice    float64
+	flavor0     fleet.ModelID
+	region0     string
+	nflavors    int
+	nregions    int
+}
+
+// repeat is the last pending decision for a repeatKey: the workload it was
+// made for, the placement count it was made at, and its result.
+type repeat struct {
+	w      *workload.Workload
+	placed int
+	p      Pending
+}
+
+func repeatKeyOf(w *workload.Workload) repeatKey {
+	k := repeatKey{tenant: w.Tenant, prio: w.Priority, preemptible: w.Preemptible, gpus: w.GPUs, replicas: w.Replicas,
+		cpu: w.CPU, mem: w.Memory, topology: w.Topology, reservation: w.Reservation, maxPrice: w.MaxPrice,
+		nflavors: len(w.Flavors), nregions: len(w.Regions)}
+	if len(w.Flavors) > 0 {
+		k.flavor0 = w.Flavors[0]
+	}
+	if len(w.Regions) > 0 {
+		k.region0 = w.Regions[0]
+	}
+	return k
+}
+
+// repeated returns the decision made for a workload alike to w if nothing
+// was placed or evicted since (so the same search would fail the same way).
+func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
+	if s.repeats == nil {
+		return Pending{}, false
+	}
+	r, ok := s.repeats[repeatKeyOf(w)]
+	if !ok || r.placed != s.placed || !slices.Equal(r.w.Flavors, w.Flavors) || !slices.Equal(r.w.Regions, w.Regions) {
+		return Pending{}, false
+	}
+	p := r.p
+	p.Workload = w.Name
+	return p, true
+}
+
+// remember records w's pending decision for the workloads alike to it.
+// Scorers that draw random numbers per decision opt out: skipping a
+// decision would shift every later draw.
+func (s *snapshot) remember(w *workload.Workload, p Pending) {
+	if s.in.Options.noRepeat {
+		return
+	}
+	if _, ok := s.scorer.(score.Chooser); ok {
+		return
+	}
+	if s.repeats == nil {
+		s.repeats = map[repeatKey]repeat{}
+	}
+	s.repeats[repeatKeyOf(w)] = repeat{w: w, placed: s.placed, p: p}
+}
+
 // scheduleOne decides w: placed (true) or pending with a reason (false).
 func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
+	if p, ok := s.repeated(w); ok {
+		plan.Pending = append(plan.Pending, p)
+		return false
+	}
 	t, ok := s.tree.Lookup(w.Tenant)
 	if !ok {
 		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: fmt.Sprintf("unknown tenant %q", w.Tenant)})
@@ -241,6 +322,7 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 		}
 	}
 	plan.Pending = append(plan.Pending, p)
+	s.remember(w, p)
 	return false
 }
 
@@ -554,6 +636,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 		return false
 	}
 	s.commit()
+	s.placed++
 	if cl.onRes >= 0 {
 		s.resUsed[cl.onRes] = s.resUsed[cl.onRes].Add(cl.total)
 	}

@@ -138,6 +138,11 @@ type snapshot struct {
 
 	terse bool // Options.TerseReasons
 
+	// placed counts the claims placed this cycle; repeats holds the last
+	// pending decision per repeatKey with the count it was made at.
+	placed  int
+	repeats map[repeatKey]repeat
+
 	// freeGen counts changes to the nodes' free GPUs after the build
 	// (adjust); noFit memoises its "free in reach" sum for the last pool
 	// list at the generation it was computed at.

@@ -338,7 +338,11 @@ func commandIn(c *api.Command) *store.Command {
 	if c == nil {
 		return nil
 	}
-	return &store.Command{Argv: c.Argv, Env: c.Env, Dir: c.Dir}
+	out := &store.Command{Argv: c.Argv, Env: c.Env, Dir: c.Dir}
+	if len(out.Env) == 0 {
+		out.Env = nil // as it reads back from the store
+	}
+	return out
 }
 
 // watchNodes marks agent-run nodes lost when they miss heartbeats for

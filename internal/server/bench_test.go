@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,51 +22,16 @@ import (
 )
 
 // BenchmarkSubmit measures durable submissions over loopback HTTP with 64
-// concurrent clients, the scheduler loop running: every submission is
+// concurrent clients (closed loop: each sends its next submission when the
+// last is acknowledged), the scheduler loop running: every submission is
 // acknowledged only after its commit is fsynced (commits are grouped).
-// It reports submissions/s and latency percentiles.
+// It reports submissions/s and latency percentiles at saturation.
 //
-//	go test ./internal/server -run XXX -bench Submit -benchtime 20000x
+//	go test ./internal/server -run XXX -bench 'Submit$' -benchtime 30000x
 func BenchmarkSubmit(b *testing.B) {
 	clients := benchClients()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: 2 * time.Millisecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	c, err := config.Parse("bench.yaml", []byte(benchConfig))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := Seed(ctx, st, c, time.Now()); err != nil {
-		b.Fatal(err)
-	}
-	s, err := New(ctx, Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	var loop sync.WaitGroup
-	loop.Add(1)
-	go func() {
-		defer loop.Done()
-		if os.Getenv("NOLOOP") == "" {
-			s.Run(ctx)
-		}
-	}()
-	admin := client.New(hs.URL, testAdmin)
-	tok, err := admin.CreateToken(ctx, "acme", "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cl := client.New(hs.URL, tok.Secret)
-	// The work is real: one submission goes through and is stored.
-	if _, err := cl.Submit(ctx, "acme", api.WorkloadSpec{Name: "warmup", GPUs: 1000, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}); err != nil {
-		b.Fatal(err)
-	}
+	cl, done := benchServer(b)
+	defer done()
 	lat := make([]time.Duration, b.N)
 	var next atomic.Int64
 	var failed atomic.Int64
@@ -83,7 +49,7 @@ func BenchmarkSubmit(b *testing.B) {
 					return
 				}
 				t0 := time.Now()
-				_, err := cl.Submit(ctx, "acme", api.WorkloadSpec{Name: fmt.Sprintf("j%d", i), GPUs: 1000, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}, Preemptible: true})
+				err := benchSubmit(cl, i)
 				lat[i] = time.Since(t0)
 				if err != nil {
 					failed.Add(1)
@@ -94,19 +60,136 @@ func BenchmarkSubmit(b *testing.B) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if f := failed.Load(); f > 0 {
-		b.Fatalf("%d submissions failed", f)
+	reportLatency(b, lat, failed.Load(), elapsed)
+}
+
+// BenchmarkSubmitAtRate offers submissions at a fixed rate (open loop:
+// ARBITER_BENCH_RATE per second, default 5,000, whatever the answers do)
+// and measures each one's latency from the moment it was due to be sent,
+// so that a stall delays every submission queued behind it and counts in
+// the percentiles (no coordinated omission). Up to ARBITER_BENCH_CLIENTS (64) are in flight;
+// the others wait their turn, and the wait counts.
+//
+//	go test ./internal/server -run XXX -bench SubmitAtRate -benchtime 60000x
+func BenchmarkSubmitAtRate(b *testing.B) {
+	rate := 5000.0
+	if r, err := strconv.ParseFloat(os.Getenv("ARBITER_BENCH_RATE"), 64); err == nil && r > 0 {
+		rate = r
+	}
+	cl, done := benchServer(b)
+	defer done()
+	lat := make([]time.Duration, b.N)
+	due := make(chan int, b.N)
+	var failed atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	at := func(i int) time.Time { return start.Add(time.Duration(float64(i) / rate * float64(time.Second))) }
+	var wg sync.WaitGroup
+	for w := 0; w < benchClients(); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range due {
+				err := benchSubmit(cl, i)
+				lat[i] = time.Since(at(i))
+				if err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for i := 0; i < b.N; i++ {
+		if d := time.Until(at(i)); d > 0 {
+			time.Sleep(d)
+		}
+		due <- i
+	}
+	close(due)
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(rate, "offered/s")
+	if f := os.Getenv("ARBITER_BENCH_DUMP"); f != "" {
+		var sb strings.Builder
+		for i, l := range lat {
+			fmt.Fprintf(&sb, "%d %d\n", at(i).Sub(start).Microseconds(), l.Microseconds())
+		}
+		os.WriteFile(f, []byte(sb.String()), 0o644)
+	}
+	reportLatency(b, lat, failed.Load(), elapsed)
+}
+
+// benchServer starts the real handler on loopback over a bbolt file with
+// the scheduler loop running (unless NOLOOP is set) and returns a tenant's
+// client; done stops it all.
+func benchServer(b *testing.B) (*client.Client, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := config.Parse("bench.yaml", []byte(benchConfig))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := Seed(ctx, st, c, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(ctx, Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	var loop sync.WaitGroup
+	loop.Add(1)
+	go func() {
+		defer loop.Done()
+		if os.Getenv("NOLOOP") == "" {
+			s.Run(ctx)
+		}
+	}()
+	done := func() {
+		cancel()
+		loop.Wait()
+		hs.Close()
+		st.Close()
+	}
+	admin := client.New(hs.URL, testAdmin)
+	tok, err := admin.CreateToken(ctx, "acme", "bench")
+	if err != nil {
+		done()
+		b.Fatal(err)
+	}
+	cl := client.New(hs.URL, tok.Secret)
+	// The work is real: one submission goes through and is stored.
+	if _, err := cl.Submit(ctx, "acme", api.WorkloadSpec{Name: "warmup", GPUs: 1000, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}); err != nil {
+		done()
+		b.Fatal(err)
+	}
+	return cl, done
+}
+
+// benchSubmit submits the i-th 1-GPU preemptible workload.
+func benchSubmit(cl *client.Client, i int) error {
+	_, err := cl.Submit(context.Background(), "acme", api.WorkloadSpec{Name: fmt.Sprintf("j%d", i), GPUs: 1000, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}, Preemptible: true})
+	return err
+}
+
+// reportLatency fails on any failed submission and reports submissions/s
+// and latency percentiles.
+func reportLatency(b *testing.B, lat []time.Duration, failed int64, elapsed time.Duration) {
+	if failed > 0 {
+		b.Fatalf("%d submissions failed", failed)
 	}
 	slices.Sort(lat)
 	pct := func(p float64) float64 {
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "subs/s")
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "subs/s")
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(pct(0.999), "p99.9-ms")
-	cancel()
-	loop.Wait()
 }
 
 // benchConfig: 100 machines (800 A100 GPUs) and one tenant without limits.

@@ -214,19 +214,55 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "send Authorization: Bearer <token>")
 	}
 	hash := HashToken(strings.TrimSpace(secret))
-	var tok *store.Token
+	var p principal
 	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var err error
-		tok, err = store.Get[store.Token](tx, hash)
+		p, err = s.tokens.lookup(tx, hash)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "unknown or revoked token")
 	}
+	return p, err
+}
+
+// tokenCache keeps the principals of tokens seen, valid while no token
+// has been created or revoked: every request still reads the tokens'
+// revision in its own snapshot, so a revoked token stops working at once,
+// but it does not decode the token each time.
+type tokenCache struct {
+	mu  sync.Mutex
+	rev int64
+	by  map[string]principal
+}
+
+func (c *tokenCache) lookup(tx store.ReadTx, hash string) (principal, error) {
+	rev := tx.KindRevision(store.KindToken)
+	c.mu.Lock()
+	if c.rev == rev {
+		if p, ok := c.by[hash]; ok {
+			c.mu.Unlock()
+			return p, nil
+		}
+	}
+	c.mu.Unlock()
+	tok, err := store.Get[store.Token](tx, hash)
 	if err != nil {
 		return principal{}, err
 	}
-	return principal{admin: tok.Tenant == "", tenant: tok.Tenant, hash: hash}, nil
+	p := principal{admin: tok.Tenant == "", tenant: tok.Tenant, hash: hash}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case rev > c.rev:
+		c.rev, c.by = rev, map[string]principal{}
+	case rev < c.rev:
+		return p, nil // an older snapshot than the cache's: do not mix them
+	}
+	if len(c.by) < 100_000 {
+		c.by[hash] = p
+	}
+	return p, nil
 }
 
 // limiter is a token bucket per API token.

@@ -23,6 +23,52 @@ type liveCache struct {
 	byKey    map[string]*liveEntry
 	order    []*liveEntry // byKey's entries in key order
 	lastFull time.Time
+
+	// fresh holds workloads just committed by the submit handler, which
+	// has them decoded already: a cycle takes one instead of decoding the
+	// stored copy when the workload's last event in the cycle's range
+	// names the same revision. Entries at or below the cache's revision
+	// are dropped each refresh.
+	freshMu sync.Mutex
+	fresh   map[string]*store.Workload
+	handed  int // offered workloads taken (tests)
+}
+
+// offer hands the cache a workload exactly as committed (the caller must
+// not change it afterwards).
+func (c *liveCache) offer(w *store.Workload) {
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	if c.fresh == nil {
+		c.fresh = map[string]*store.Workload{}
+	}
+	c.fresh[w.Key()] = w
+}
+
+// takeFresh returns the offered workload with key k at revision rev.
+func (c *liveCache) takeFresh(k string, rev int64) *store.Workload {
+	if rev == 0 {
+		return nil
+	}
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	if w := c.fresh[k]; w != nil && w.Meta.Revision == rev {
+		delete(c.fresh, k)
+		c.handed++
+		return w
+	}
+	return nil
+}
+
+// dropFresh forgets offered workloads the cache has read past.
+func (c *liveCache) dropFresh(rev int64) {
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	for k, w := range c.fresh {
+		if w.Meta.Revision <= rev {
+			delete(c.fresh, k)
+		}
+	}
 }
 
 // liveEntry is one cached workload and the scheduler's copy of it, made
@@ -56,7 +102,7 @@ func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, []*workload.Worklo
 		ws, err := listLive(tx) // an older snapshot than the cache: read it whole
 		return ws, nil, err
 	case cur > c.rev:
-		keys, full, err := changedWorkloads(tx, c.rev)
+		changed, full, err := changedWorkloads(tx, c.rev)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -68,8 +114,12 @@ func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, []*workload.Worklo
 		}
 		var added []*liveEntry
 		removed := false
-		for _, k := range keys {
-			w, err := store.Get[store.Workload](tx, k)
+		for _, ch := range changed {
+			k := ch.key
+			w := c.takeFresh(k, ch.rev)
+			if w == nil {
+				w, err = store.Get[store.Workload](tx, k)
+			}
 			e := c.byKey[k]
 			if err != nil || !w.State.Live() {
 				if e != nil {
@@ -92,6 +142,7 @@ func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, []*workload.Worklo
 		}
 		c.rev = cur
 	}
+	c.dropFresh(c.rev)
 	ws := make([]*store.Workload, len(c.order))
 	sw := make([]*workload.Workload, len(c.order))
 	for i, e := range c.order {
@@ -150,14 +201,22 @@ func listLive(tx store.ReadTx) ([]*store.Workload, error) {
 	return out, nil
 }
 
-// changedWorkloads lists the workloads named by events after rev; full is
-// true when an event says everything may have changed.
-func changedWorkloads(tx store.ReadTx, rev int64) (keys []string, full bool, err error) {
-	seen := map[string]bool{}
+// change is a workload named by the event log, with the revision its
+// last event there recorded (0 when it recorded none).
+type change struct {
+	key string
+	rev int64
+}
+
+// changedWorkloads lists the workloads named by events after rev, once
+// each; full is true when an event says everything may have changed.
+func changedWorkloads(tx store.ReadTx, rev int64) (out []change, full bool, err error) {
+	at := map[string]int{}
 	tx.ScanRaw(store.KindEvent, "", store.RevKey(rev), func(_ string, data []byte) bool {
 		var e struct {
 			Type   string `json:"type"`
 			Object string `json:"object"`
+			Rev    int64  `json:"object_revision"`
 		}
 		if err = json.Unmarshal(data, &e); err != nil {
 			return false
@@ -166,11 +225,17 @@ func changedWorkloads(tx store.ReadTx, rev int64) (keys []string, full bool, err
 			full = true
 			return false
 		}
-		if k, ok := strings.CutPrefix(e.Object, string(store.KindWorkload)+"/"); ok && !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
+		k, ok := strings.CutPrefix(e.Object, string(store.KindWorkload)+"/")
+		if !ok {
+			return true
 		}
+		if i, seen := at[k]; seen {
+			out[i].rev = e.Rev
+			return true
+		}
+		at[k] = len(out)
+		out = append(out, change{key: k, rev: e.Rev})
 		return true
 	})
-	return keys, full, err
+	return out, full, err
 }

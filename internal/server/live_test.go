@@ -6,13 +6,15 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
 // TestLiveCacheMatchesFullRead: after submissions, cancellations and
 // cycles in any order, the live cache (kept in key order by merging, with
-// the scheduler's copies made once per stored version) answers exactly
-// what a full read and fresh copies would.
+// the scheduler's copies made once per stored version, and submissions
+// taken as the handler committed them rather than decoded) answers
+// exactly what a full read and fresh copies would.
 func TestLiveCacheMatchesFullRead(t *testing.T) {
 	h := newHarness(t, testConfig, Options{RateLimit: -1})
 	c := h.tenant("contoso")
@@ -23,7 +25,16 @@ func TestLiveCacheMatchesFullRead(t *testing.T) {
 		case r < 6 || len(names) == 0:
 			// Names out of key order, so that merges insert in the middle.
 			n := fmt.Sprintf("w%03d", rng.IntN(1000))
-			if _, err := c.Submit(h.ctx, "contoso", spec(n, 1+rng.IntN(8), 1)); err == nil {
+			sp := spec(n, 1+rng.IntN(8), 1)
+			switch rng.IntN(3) {
+			case 0:
+				sp.Labels = map[string]string{"team": "x"}
+				sp.Command = &api.Command{Argv: []string{"true"}, Env: map[string]string{}}
+			case 1:
+				sp.Priority, sp.Preemptible = "low", true
+				sp.Command = &api.Command{Argv: []string{"sleep", "1"}, Env: map[string]string{"A": "b"}, Dir: "/tmp"}
+			}
+			if _, err := c.Submit(h.ctx, "contoso", sp); err == nil {
 				names = append(names, n)
 			}
 		case r < 8:
@@ -61,5 +72,8 @@ func TestLiveCacheMatchesFullRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	if h.s.live.handed == 0 {
+		t.Fatal("no submission was taken from the handler; the test checked only decoded copies")
 	}
 }

@@ -81,6 +81,7 @@ type Server struct {
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
 	live       liveCache
+	tokens     tokenCache
 	handler    http.Handler
 	agents     agents
 }

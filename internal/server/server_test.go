@@ -207,3 +207,33 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokedTokenRefusedAtOnce: tokens are cached between requests, but a
+// token revoked (its tenant deleted) is refused on the very next request,
+// and a token created after the cache was filled works at once.
+func TestRevokedTokenRefusedAtOnce(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	if _, err := h.admin.CreateTenant(h.ctx, api.Tenant{Name: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.tenant("gone")
+	for i := 0; i < 3; i++ { // warm the cache
+		if _, err := c.Usage(h.ctx, "gone", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := h.tenant("contoso")
+	if _, err := later.Usage(h.ctx, "contoso", ""); err != nil {
+		t.Fatalf("token created after the cache was filled: %v", err)
+	}
+	if _, err := c.Usage(h.ctx, "gone", ""); err != nil { // cached again
+		t.Fatal(err)
+	}
+	if err := h.admin.DeleteTenant(h.ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Usage(h.ctx, "gone", "")
+	if code := apiCode(err); code != api.CodeUnauthenticated {
+		t.Fatalf("revoked token: got %v (code %q), want %s", err, code, api.CodeUnauthenticated)
+	}
+}

@@ -108,7 +108,9 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	if largest > 0 && spec.GPUs > resource.GPUs(largest) {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "gpus", "%v GPUs per replica, but the largest machine of %v has %d; split the work into replicas", spec.GPUs, spec.Flavors, largest)
 	}
-	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now(), Command: commandIn(req.Command)}
+	// The stored time as it reads back (UTC, no monotonic reading), so that
+	// the object handed to the live cache equals the stored one.
+	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now().UTC().Round(0), Command: commandIn(req.Command)}
 	err = s.st.Batch(r.Context(), func(tx store.WriteTx) error {
 		if err := tenantExists(tx, tenant); err != nil {
 			return err
@@ -121,11 +123,12 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, obj, store.MustNotExist); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: "WorkloadSubmitted", Object: "workloads/" + obj.Key(), Tenant: tenant})
+		return store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: "WorkloadSubmitted", Object: "workloads/" + obj.Key(), Tenant: tenant, ObjectRevision: obj.Meta.Revision})
 	})
 	if err != nil {
 		return err
 	}
+	s.live.offer(obj)
 	s.metrics.submissions.Inc()
 	s.notify(true)
 	writeJSON(w, http.StatusCreated, workloadOut(obj))

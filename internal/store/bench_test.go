@@ -12,7 +12,7 @@ import (
 // BenchmarkBatchPut measures durable grouped commits: 64 writers each
 // putting a workload and an event per call.
 func BenchmarkBatchPut(b *testing.B) {
-	st, err := OpenBolt(filepath.Join(b.TempDir(), "a.db"), &BoltOptions{MaxBatchDelay: 2 * time.Millisecond})
+	st, err := OpenBolt(filepath.Join(b.TempDir(), "a.db"), &BoltOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,6 +15,19 @@ import (
 // bucket with the revision counters. Commits are fsynced.
 type BoltStore struct {
 	db *bolt.DB
+
+	// Group commit (Batch): writers queue here; one committer at a time
+	// takes the whole queue into one transaction and one fsync.
+	bmu        sync.Mutex
+	queue      []*batchCall
+	committing bool
+	delay      time.Duration
+	maxBatch   int
+}
+
+type batchCall struct {
+	fn   func(WriteTx) error
+	done chan error
 }
 
 var metaBucket = []byte("meta")
@@ -22,10 +36,11 @@ const revKey = "revision"
 
 // BoltOptions tune OpenBolt.
 type BoltOptions struct {
-	// MaxBatchDelay bounds how long Batch waits to group writers (default
-	// bbolt's 10ms).
+	// MaxBatchDelay is how long the first writer after a quiet spell waits
+	// for others to share its commit (default 0: commit at once; writers
+	// that arrive while a commit is in flight share the next one anyway).
 	MaxBatchDelay time.Duration
-	// MaxBatchSize bounds a group (default bbolt's 1000).
+	// MaxBatchSize bounds a group (default 1000).
 	MaxBatchSize int
 	// Timeout is how long to wait for another process's file lock.
 	Timeout time.Duration
@@ -53,12 +68,6 @@ func OpenBolt(path string, o *BoltOptions) (*BoltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: opening %s: %w", path, err)
 	}
-	if o.MaxBatchDelay > 0 {
-		db.MaxBatchDelay = o.MaxBatchDelay
-	}
-	if o.MaxBatchSize > 0 {
-		db.MaxBatchSize = o.MaxBatchSize
-	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(metaBucket); err != nil {
 			return err
@@ -74,7 +83,11 @@ func OpenBolt(path string, o *BoltOptions) (*BoltStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: initialising %s: %w", path, err)
 	}
-	return &BoltStore{db: db}, nil
+	st := &BoltStore{db: db, delay: max(o.MaxBatchDelay, 0), maxBatch: o.MaxBatchSize}
+	if st.maxBatch <= 0 {
+		st.maxBatch = 1000
+	}
+	return st, nil
 }
 
 // View implements Store.
@@ -93,12 +106,92 @@ func (s *BoltStore) Update(ctx context.Context, fn func(WriteTx) error) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return fn(&boltTx{tx: tx}) })
 }
 
-// Batch implements Store with bbolt's group commit.
+// Batch implements Store with group commit. Writers that arrive while a
+// commit is in flight wait for it to finish and then share the next one,
+// so a group is as large as the load makes it and no writer waits on a
+// timer. (bbolt's own Batch closes a group after a fixed delay; when a
+// commit takes longer than that, groups stay small and queue up one
+// commit and one fsync each, and latency grows without bound at rates
+// well below what one commit per group could carry.)
+//
+// A writer whose fn fails gets its error, and its changes are dropped: the
+// others are committed without it, in a new transaction in which their fns
+// run again. Batch returns only once the write is durable or failed; a
+// cancelled ctx does not abandon a write already queued.
 func (s *BoltStore) Batch(ctx context.Context, fn func(WriteTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Batch(func(tx *bolt.Tx) error { return fn(&boltTx{tx: tx}) })
+	c := &batchCall{fn: fn, done: make(chan error, 1)}
+	s.bmu.Lock()
+	s.queue = append(s.queue, c)
+	if !s.committing {
+		s.committing = true
+		go s.commitLoop()
+	}
+	s.bmu.Unlock()
+	return <-c.done
+}
+
+// commitLoop commits queued writers, a group per transaction, until the
+// queue is empty.
+func (s *BoltStore) commitLoop() {
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
+	for {
+		s.bmu.Lock()
+		n := min(len(s.queue), s.maxBatch)
+		if n == 0 {
+			s.committing = false
+			s.queue = nil
+			s.bmu.Unlock()
+			return
+		}
+		calls := make([]*batchCall, n)
+		copy(calls, s.queue)
+		s.queue = s.queue[n:]
+		s.bmu.Unlock()
+		s.commitGroup(calls)
+	}
+}
+
+// commitGroup runs the calls in one transaction; a call that fails is
+// answered and taken out, and the rest run again.
+func (s *BoltStore) commitGroup(calls []*batchCall) {
+	for len(calls) > 0 {
+		failed := -1
+		var ferr error
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for i, c := range calls {
+				if ferr = safeCall(c.fn, &boltTx{tx: tx}); ferr != nil {
+					failed = i
+					return ferr
+				}
+			}
+			return nil
+		})
+		if failed >= 0 {
+			calls[failed].done <- ferr
+			calls = append(calls[:failed], calls[failed+1:]...)
+			continue
+		}
+		for _, c := range calls {
+			c.done <- err
+		}
+		return
+	}
+}
+
+// safeCall turns a panic in fn into an error, so that one writer's bug
+// cannot take down the committer and leave the others waiting.
+func safeCall(fn func(WriteTx) error, tx WriteTx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store: panic in a batched write: %v", p)
+		}
+	}()
+	return fn(tx)
 }
 
 // Close implements Store.

@@ -185,6 +185,9 @@ type Event struct {
 	// Tenant is the tenant the event concerns; "" for admin-only events.
 	Tenant  string `json:"tenant,omitempty"`
 	Message string `json:"message,omitempty"`
+	// ObjectRevision is the object's revision after the change, when the
+	// writer recorded it (0 otherwise).
+	ObjectRevision int64 `json:"object_revision,omitempty"`
 }
 
 func (o *Event) Kind() Kind  { return KindEvent }

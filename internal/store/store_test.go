@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -212,6 +213,54 @@ func TestBatchConcurrentWriters(t *testing.T) {
 		}
 		if want := int64(2*n + 1); tx.Revision() != want { // and the pre-created one
 			t.Errorf("revision %d, want %d (one per write)", tx.Revision(), want)
+		}
+		return nil
+	})
+}
+
+// TestBatchFailingWriters: in a group, a writer that fails after writing
+// and one that panics get their own errors and leave nothing behind; the
+// rest of the group commits.
+func TestBatchFailingWriters(t *testing.T) {
+	st, _ := open(t)
+	const n = 60
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = st.Batch(ctx, func(tx WriteTx) error {
+				if err := Put(tx, job("t", fmt.Sprintf("j%03d", i)), MustNotExist); err != nil {
+					return err
+				}
+				switch i % 10 {
+				case 3:
+					return fmt.Errorf("writer %d gives up", i)
+				case 7:
+					panic(fmt.Sprintf("writer %d panics", i))
+				}
+				return nil
+			})
+		}(i)
+	}
+	wg.Wait()
+	st.View(ctx, func(tx ReadTx) error {
+		for i, err := range errs {
+			_, stored := tx.GetRaw(KindWorkload, fmt.Sprintf("t/j%03d", i))
+			switch i % 10 {
+			case 3, 7:
+				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("writer %d", i)) {
+					t.Errorf("writer %d: error %v, want its own", i, err)
+				}
+				if stored {
+					t.Errorf("writer %d failed but its workload is stored", i)
+				}
+			default:
+				if err != nil || !stored {
+					t.Errorf("writer %d: error %v, stored %v", i, err, stored)
+				}
+			}
 		}
 		return nil
 	})
