@@ -122,3 +122,37 @@ func BenchmarkSchedule(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBacklog measures a cycle over a long queue that cannot be
+// placed: a full 100-node fleet and 60,000 pending single-GPU workloads of
+// one tenant, the server's state after a storm of submissions. Alike
+// pending workloads are decided once per state (the repeat memo), so the
+// cycle is ordering and bookkeeping; "no-repeat" decides each one.
+//
+//	go test ./internal/sched -run '^$' -bench Backlog -benchmem
+func BenchmarkBacklog(b *testing.B) {
+	for _, noRepeat := range []bool{false, true} {
+		name := "repeat"
+		if noRepeat {
+			name = "no-repeat"
+		}
+		b.Run(name, func(b *testing.B) {
+			f, tree := benchFleet(b, 100)
+			pending := benchWorkloads(60_000, "p", "batch", 1, 1, workload.PriorityLow, workload.TopologyAny)
+			for i, w := range pending {
+				w.SubmittedAt = t0.Add(time.Duration(i) * time.Millisecond)
+			}
+			in := Input{Now: t0, Fleet: f, Tenants: tree, Workloads: append(fullOfBatch(f), pending...)}
+			in.Options.noRepeat = noRepeat
+			if p := Schedule(in); len(p.Pending) != len(pending) || len(p.Placements) != 0 {
+				b.Fatalf("%d pending, %d placements", len(p.Pending), len(p.Placements))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				Schedule(in)
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(len(pending)), "ns/pending")
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -128,20 +129,26 @@ func (s *snapshot) evict(i int) {
 // then the tenant's priority, then the tenant's usage relative to its
 // guarantee and weight (least served first), then submission time, then name.
 func (s *snapshot) order() []*workload.Workload {
+	// The keys are computed once per workload, so that the sort compares
+	// numbers (a queue of tens of thousands is sorted every cycle).
 	type item struct {
-		w      *workload.Workload
-		tprio  int
-		share  float64
-		tenant int
+		w     *workload.Workload
+		prio  workload.Priority
+		tprio int
+		share float64
+		at    int64 // SubmittedAt in Unix nanoseconds
 	}
-	items := make([]item, 0, len(s.in.Workloads)/4)
+	items := make([]item, 0, len(s.in.Workloads))
+	nanos := true // every SubmittedAt is exact in int64 nanoseconds
 	for _, w := range s.in.Workloads {
 		if w.Running != nil {
 			continue
 		}
-		it := item{w: w, tenant: -1}
+		it := item{w: w, prio: w.Priority, at: w.SubmittedAt.UnixNano()}
+		if !w.SubmittedAt.Equal(time.Unix(0, it.at)) {
+			nanos = false
+		}
 		if t, ok := s.tree.Lookup(w.Tenant); ok && len(w.Flavors) > 0 && len(w.Regions) > 0 {
-			it.tenant = t
 			if q, idx, ok := s.tree.Entry(t, w.Flavors[0], w.Regions[0]); ok {
 				g := max(float64(q.Guaranteed), resource.PerGPU)
 				it.share = float64(s.usage[t][idx]) / (g * q.Weight)
@@ -150,9 +157,9 @@ func (s *snapshot) order() []*workload.Workload {
 		}
 		items = append(items, it)
 	}
-	slices.SortStableFunc(items, func(a, b item) int {
-		if a.w.Priority != b.w.Priority {
-			return int(b.w.Priority - a.w.Priority)
+	slices.SortFunc(items, func(a, b item) int {
+		if a.prio != b.prio {
+			return int(b.prio - a.prio)
 		}
 		if a.tprio != b.tprio {
 			return cmp.Compare(b.tprio, a.tprio)
@@ -160,10 +167,17 @@ func (s *snapshot) order() []*workload.Workload {
 		if a.share != b.share {
 			return cmp.Compare(a.share, b.share)
 		}
-		if c := a.w.SubmittedAt.Compare(b.w.SubmittedAt); c != 0 {
+		if nanos {
+			if a.at != b.at {
+				return cmp.Compare(a.at, b.at)
+			}
+		} else if c := a.w.SubmittedAt.Compare(b.w.SubmittedAt); c != 0 {
 			return c
 		}
-		return strings.Compare(string(a.w.Name), string(b.w.Name))
+		if c := strings.Compare(string(a.w.Name), string(b.w.Name)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.w.Tenant, b.w.Tenant)
 	})
 	out := make([]*workload.Workload, len(items))
 	for i, it := range items {
@@ -249,13 +263,29 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 	if s.repeats == nil {
 		return Pending{}, false
 	}
-	r, ok := s.repeats[repeatKeyOf(w)]
-	if !ok || r.placed != s.placed || !slices.Equal(r.w.Flavors, w.Flavors) || !slices.Equal(r.w.Regions, w.Regions) {
-		return Pending{}, false
+	// Alike workloads usually come one after another in the order, so the
+	// last decision is compared first, without hashing the key.
+	r := s.lastRepeat
+	if r == nil || r.placed != s.placed || !alike(r.w, w) {
+		var ok bool
+		if r, ok = s.repeats[repeatKeyOf(w)]; !ok || r.placed != s.placed || !alike(r.w, w) {
+			return Pending{}, false
+		}
+		s.lastRepeat = r
 	}
 	p := r.p
 	p.Workload = w.Name
 	return p, true
+}
+
+// alike reports whether a and b agree on everything scheduleOne reads but
+// their names (the fields of repeatKey, and the whole flavor and region
+// lists).
+func alike(a, b *workload.Workload) bool {
+	return a.Tenant == b.Tenant && a.Priority == b.Priority && a.Preemptible == b.Preemptible &&
+		a.GPUs == b.GPUs && a.Replicas == b.Replicas && a.CPU == b.CPU && a.Memory == b.Memory &&
+		a.Topology == b.Topology && a.Reservation == b.Reservation && a.MaxPrice == b.MaxPrice &&
+		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Regions, b.Regions)
 }
 
 // remember records w's pending decision for the workloads alike to it.
@@ -269,9 +299,11 @@ func (s *snapshot) remember(w *workload.Workload, p Pending) {
 		return
 	}
 	if s.repeats == nil {
-		s.repeats = map[repeatKey]repeat{}
+		s.repeats = map[repeatKey]*repeat{}
 	}
-	s.repeats[repeatKeyOf(w)] = repeat{w: w, placed: s.placed, p: p}
+	r := &repeat{w: w, placed: s.placed, p: p}
+	s.repeats[repeatKeyOf(w)] = r
+	s.lastRepeat = r
 }
 
 // scheduleOne decides w: placed (true) or pending with a reason (false).

@@ -140,8 +140,9 @@ type snapshot struct {
 
 	// placed counts the claims placed this cycle; repeats holds the last
 	// pending decision per repeatKey with the count it was made at.
-	placed  int
-	repeats map[repeatKey]repeat
+	placed     int
+	repeats    map[repeatKey]*repeat
+	lastRepeat *repeat
 
 	// freeGen counts changes to the nodes' free GPUs after the build
 	// (adjust); noFit memoises its "free in reach" sum for the last pool

@@ -125,7 +125,9 @@ func BenchmarkSubmitAtRate(b *testing.B) {
 // client; done stops it all.
 func benchServer(b *testing.B) (*client.Client, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{})
+	// ARBITER_BENCH_BATCH_DELAY is serve's --batch-delay (default 0).
+	delay, _ := time.ParseDuration(os.Getenv("ARBITER_BENCH_BATCH_DELAY"))
+	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: delay})
 	if err != nil {
 		b.Fatal(err)
 	}
