@@ -17,6 +17,23 @@ type Plan struct {
 	Preemptions []Preemption `json:"preemptions"`
 	Pending     []Pending    `json:"pending"`
 	Overflow    []Overflow   `json:"overflow"`
+	// Classes is set when the plan places and evicts nothing: one pending
+	// decision per class of alike workloads (see Alike), ordered by the
+	// example's name. The state is then settled: a cycle over the same
+	// state (same fleet, tenants, reservations and their activity, running
+	// work) with the same pending work plus workloads Alike to an example
+	// places nothing either, leaves every old workload pending as before,
+	// and leaves each new one pending with its class's decision. A caller
+	// may so answer such a cycle without running it (the server does, while
+	// submissions pour into a full fleet). Empty when a scorer draws random
+	// numbers.
+	Classes []Class `json:"-"`
+}
+
+// Class is a pending decision and the workload it was made for.
+type Class struct {
+	Example *workload.Workload
+	Pending Pending
 }
 
 // Placement puts one replica of a workload on a node.

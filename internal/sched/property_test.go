@@ -14,6 +14,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched/score"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -193,6 +194,7 @@ func TestProperties(t *testing.T) {
 			{"terse-same-plan", propTerse},
 			{"cache-same-plan", propCache},
 			{"repeat-same-plan", propRepeat},
+			{"settled", propSettled},
 		} {
 			if err := prop.fn(in, plan); err != nil {
 				t.Errorf("seed %d: %s: %v", seed, prop.name, err)
@@ -549,4 +551,66 @@ func propRepeat(in Input, _ Plan) error {
 		return fmt.Errorf("plan with the repeat memo differs:\nwith:    %s\nwithout: %s", got, want)
 	}
 	return nil
+}
+
+// propSettled checks the contract of Plan.Classes: run cycles until one
+// places and evicts nothing, then add workloads alike to its classes'
+// examples; the next cycle must place nothing, keep every old decision
+// and give each new workload its class's decision.
+func propSettled(in Input, p Plan) error {
+	for i := 0; i < 8 && (len(p.Placements) > 0 || len(p.Preemptions) > 0); i++ {
+		in.Workloads = Apply(in.Workloads, p, in.Now)
+		in.Down = nil
+		p = Schedule(in)
+	}
+	if len(p.Placements) > 0 || len(p.Preemptions) > 0 {
+		return nil // not settled within 8 cycles (rare); nothing to check
+	}
+	if len(p.Pending) > 0 && len(p.Classes) == 0 && !isChooser(in.Options.Scorer) {
+		return fmt.Errorf("%d pending but no classes", len(p.Pending))
+	}
+	want := map[workload.ID]Pending{}
+	for _, x := range p.Pending {
+		want[x.Workload] = x
+	}
+	next := in
+	next.Workloads = slices.Clip(in.Workloads)
+	for i, c := range p.Classes {
+		for j := 0; j < 2; j++ {
+			w := *c.Example
+			w.Name = workload.ID(fmt.Sprintf("new-%d-%d", i, j))
+			// Before and after the example, and unread fields changed.
+			w.SubmittedAt = c.Example.SubmittedAt.Add(time.Duration(2*j-1) * time.Minute)
+			w.Labels = map[string]string{"new": "yes"}
+			w.GracePeriod += time.Second
+			next.Workloads = append(next.Workloads, &w)
+			pw := c.Pending
+			pw.Workload = w.Name
+			want[w.Name] = pw
+		}
+	}
+	q := Schedule(next)
+	if len(q.Placements) > 0 || len(q.Preemptions) > 0 || len(q.Overflow) > 0 {
+		return fmt.Errorf("settled state plus alike work: %d placements, %d preemptions", len(q.Placements), len(q.Preemptions))
+	}
+	if len(q.Pending) != len(want) {
+		return fmt.Errorf("%d pending, want %d", len(q.Pending), len(want))
+	}
+	for _, x := range q.Pending {
+		a, _ := json.Marshal(x)
+		b, _ := json.Marshal(want[x.Workload])
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("pending %s\n got %s\nwant %s", x.Workload, a, b)
+		}
+	}
+	return nil
+}
+
+func isChooser(name string) bool {
+	s, err := newScorer(&Input{Options: Options{Scorer: name}, Workloads: []*workload.Workload{{Spec: workload.Spec{GPUs: 1000, Replicas: 1}}}})
+	if err != nil || s == nil {
+		return false
+	}
+	_, ok := s.(score.Chooser)
+	return ok
 }

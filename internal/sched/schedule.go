@@ -47,7 +47,22 @@ func Schedule(in Input) Plan {
 			break
 		}
 	}
+	if s.placed == 0 && len(plan.Preemptions) == 0 {
+		plan.Classes = s.classes()
+	}
 	return plan
+}
+
+// classes lists the remembered pending decisions by example name (see
+// Plan.Classes). Nothing was placed, so every one was made in the
+// cycle's initial state.
+func (s *snapshot) classes() []Class {
+	out := make([]Class, 0, len(s.repeats))
+	for _, r := range s.repeats {
+		out = append(out, Class{Example: r.w, Pending: r.p})
+	}
+	slices.SortFunc(out, func(a, b Class) int { return strings.Compare(string(a.Example.Name), string(b.Example.Name)) })
+	return out
 }
 
 // evictDown evicts every running workload with a replica on a down node
@@ -212,6 +227,19 @@ type claim struct {
 
 // maxPasses bounds the passes over pending work in one cycle.
 const maxPasses = 3
+
+// AlikeKey is a comparable digest of what Alike compares: alike workloads
+// have equal keys (workloads with equal keys need not be alike).
+type AlikeKey = repeatKey
+
+// KeyOf returns w's AlikeKey.
+func KeyOf(w *workload.Workload) AlikeKey { return repeatKeyOf(w) }
+
+// Alike reports whether the core decides pending workloads a and b alike
+// in any state: they differ at most in name, submission time and fields
+// the core does not read (kind, expected runtime, checkpoint interval,
+// grace period, labels).
+func Alike(a, b *workload.Workload) bool { return alike(a, b) }
 
 // repeatKey is what a workload's decision depends on, besides the state
 // of the snapshot: everything scheduleOne reads from it except its name.
