@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/config"
@@ -124,6 +127,11 @@ func BenchmarkSubmitAtRate(b *testing.B) {
 // the scheduler loop running (unless NOLOOP is set) and returns a tenant's
 // client; done stops it all.
 func benchServer(b *testing.B) (*client.Client, func()) {
+	cl, _, done := benchServerWith(b)
+	return cl, done
+}
+
+func benchServerWith(b *testing.B) (*client.Client, *Server, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	// ARBITER_BENCH_BATCH_DELAY is serve's --batch-delay (default 0).
 	delay, _ := time.ParseDuration(os.Getenv("ARBITER_BENCH_BATCH_DELAY"))
@@ -156,6 +164,15 @@ func benchServer(b *testing.B) (*client.Client, func()) {
 		loop.Wait()
 		hs.Close()
 		st.Close()
+		// How the loop spent the run: cycles (all, and those answered
+		// without running the core) and their mean duration.
+		var m dto.Metric
+		if s.metrics.cycle.Write(&m) == nil && m.Histogram.GetSampleCount() > 0 {
+			n := m.Histogram.GetSampleCount()
+			b.ReportMetric(float64(n), "cycles")
+			b.ReportMetric(testutil.ToFloat64(s.metrics.quietCycles), "quiet-cycles")
+			b.ReportMetric(m.Histogram.GetSampleSum()*1000/float64(n), "ms/cycle")
+		}
 	}
 	admin := client.New(hs.URL, testAdmin)
 	tok, err := admin.CreateToken(ctx, "acme", "bench")
@@ -169,7 +186,7 @@ func benchServer(b *testing.B) (*client.Client, func()) {
 		done()
 		b.Fatal(err)
 	}
-	return cl, done
+	return cl, s, done
 }
 
 // benchSubmit submits the i-th 1-GPU preemptible workload.

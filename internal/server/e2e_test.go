@@ -60,8 +60,27 @@ type proc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	addr string
-	log  *bytes.Buffer
+	log  *syncBuffer
 	done chan error
+}
+
+// syncBuffer is a bytes.Buffer the server process writes to while the
+// test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startServer(t *testing.T, data string, args ...string) *proc {
@@ -71,7 +90,7 @@ func startServer(t *testing.T, data string, args ...string) *proc {
 	os.Remove(addrFile)
 	cmd := exec.Command(bin, append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0", "--addr-file", addrFile}, args...)...)
 	cmd.Env = append(os.Environ(), "ARBITER_ADMIN_TOKEN="+adminToken)
-	p := &proc{t: t, cmd: cmd, log: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &proc{t: t, cmd: cmd, log: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -60,6 +60,19 @@ func (c *liveCache) takeFresh(k string, rev int64) *store.Workload {
 	return nil
 }
 
+// peekFresh is takeFresh leaving the workload for the cache.
+func (c *liveCache) peekFresh(k string, rev int64) *store.Workload {
+	if rev == 0 {
+		return nil
+	}
+	c.freshMu.Lock()
+	defer c.freshMu.Unlock()
+	if w := c.fresh[k]; w != nil && w.Meta.Revision == rev {
+		return w
+	}
+	return nil
+}
+
 // dropFresh forgets offered workloads the cache has read past.
 func (c *liveCache) dropFresh(rev int64) {
 	c.freshMu.Lock()

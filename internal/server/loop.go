@@ -8,6 +8,8 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // maxAttempts bounds how often one cycle recomputes a plan whose base
@@ -18,24 +20,127 @@ const maxAttempts = 4
 // built on the first lookup rather than in every cycle (a cycle over tens
 // of thousands of pending workloads would otherwise build it each time
 // for a `why` that may never come).
+//
+// A quiet cycle (see settled) adds an index of its new workloads in front
+// of the last one (prev); the next full cycle starts the chain again.
 type whyIndex struct {
 	Revision int64
 	Time     time.Time
 	pending  []sched.Pending
+	prev     *whyIndex
 	once     sync.Once
 	byKey    map[string]sched.Pending
 }
 
 // Pending returns the last cycle's reason for the workload with this key.
 func (x *whyIndex) Pending(key string) (sched.Pending, bool) {
-	x.once.Do(func() {
-		x.byKey = make(map[string]sched.Pending, len(x.pending))
-		for _, p := range x.pending {
-			x.byKey[string(p.Workload)] = p
+	for ; x != nil; x = x.prev {
+		x.once.Do(func() {
+			x.byKey = make(map[string]sched.Pending, len(x.pending))
+			for _, p := range x.pending {
+				x.byKey[string(p.Workload)] = p
+			}
+		})
+		if p, ok := x.byKey[key]; ok {
+			return p, true
 		}
-	})
-	p, ok := x.byKey[key]
-	return p, ok
+	}
+	return sched.Pending{}, false
+}
+
+// settled is what the loop keeps of the last full cycle that placed and
+// evicted nothing (sched.Plan.Classes). Until something other than new
+// pending workloads changes, a cycle triggered by submissions that are
+// each alike to a class's example would place nothing and leave each new
+// workload pending with its class's reason, every older one as it was:
+// the loop answers it so (a quiet cycle) instead of running the core over
+// the whole queue. Timer and policy cycles always run the core.
+type settled struct {
+	rev       int64  // the revision answered up to
+	active    []bool // each reservation's activity, in store order
+	policyGen uint64
+	classes   map[sched.AlikeKey][]sched.Class
+}
+
+// settledKinds are the kinds whose change may change any decision.
+var settledKinds = []store.Kind{store.KindTenant, store.KindNode, store.KindReservation, store.KindPolicy, store.KindSetting}
+
+func newSettled(w *world, in sched.Input, plan sched.Plan, policyGen uint64) *settled {
+	if len(plan.Placements)+len(plan.Preemptions)+len(plan.Overflow) > 0 || (len(plan.Pending) > 0 && len(plan.Classes) == 0) {
+		return nil
+	}
+	st := &settled{rev: w.Revision, policyGen: policyGen, classes: map[sched.AlikeKey][]sched.Class{}}
+	for _, r := range in.Reservations {
+		st.active = append(st.active, r.Active(in.Now))
+	}
+	for _, c := range plan.Classes {
+		k := sched.KeyOf(c.Example)
+		st.classes[k] = append(st.classes[k], c)
+	}
+	return st
+}
+
+// quiet returns the decisions for the workloads added since st, with the
+// workloads in the same order and the snapshot's revision, or false when
+// the cycle has to run the core. It reads only what changed since st
+// (the event log names every workload written), so its cost does not grow
+// with the queue.
+func (st *settled) quiet(tx store.ReadTx, live *liveCache, now time.Time, policyGen uint64) ([]sched.Pending, []*workload.Workload, bool, error) {
+	if st == nil || policyGen != st.policyGen || tx.Revision() < st.rev {
+		return nil, nil, false, nil
+	}
+	for _, k := range settledKinds {
+		if tx.KindRevision(k) > st.rev {
+			return nil, nil, false, nil
+		}
+	}
+	rs, err := store.List[store.Reservation](tx, "")
+	if err != nil || len(rs) != len(st.active) {
+		return nil, nil, false, err
+	}
+	for i, r := range rs {
+		tr := tenancy.Reservation{Start: r.Start, End: r.End}
+		if tr.Active(now) != st.active[i] {
+			return nil, nil, false, nil
+		}
+	}
+	changed, full, err := changedWorkloads(tx, st.rev)
+	if err != nil || full {
+		return nil, nil, false, err
+	}
+	var out []sched.Pending
+	var ws []*workload.Workload
+	for _, ch := range changed {
+		x := live.peekFresh(ch.key, ch.rev)
+		if x == nil {
+			if x, err = store.Get[store.Workload](tx, ch.key); err != nil {
+				return nil, nil, false, nil
+			}
+		}
+		// New since st, unchanged since, and pending.
+		if x.Meta.Created <= st.rev || x.Meta.Revision != x.Meta.Created || x.State != store.StatePending || x.Running != nil {
+			return nil, nil, false, nil
+		}
+		sw := schedWorkload(x)
+		p, ok := st.decide(sw)
+		if !ok {
+			return nil, nil, false, nil
+		}
+		out, ws = append(out, p), append(ws, sw)
+	}
+	return out, ws, true, nil
+}
+
+// decide returns the decision of w's class, if it has one.
+func (st *settled) decide(w *workload.Workload) (sched.Pending, bool) {
+	for _, c := range st.classes[sched.KeyOf(w)] {
+		if sched.Alike(c.Example, w) {
+			p := c.Pending
+			p.Workload = w.Name
+			return p, true
+		}
+	}
+	return sched.Pending{}, false
 }
 
 // scheduleLoop runs a cycle at start, on every change and on the timer;
@@ -49,14 +154,16 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 	ptick := time.NewTicker(s.opts.PolicyInterval)
 	defer ptick.Stop()
 	s.policies.tick(ctx)
-	s.cycle(ctx)
+	s.cycle(ctx, false)
 	var took time.Duration
 	for {
 		last := time.Now()
+		kicked := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.kick:
+			kicked = true
 		case <-tick.C:
 		case <-ptick.C:
 			s.policies.tick(ctx)
@@ -69,7 +176,7 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 			}
 		}
 		start := time.Now()
-		s.cycle(ctx)
+		s.cycle(ctx, kicked)
 		took = time.Since(start)
 	}
 }
@@ -77,17 +184,58 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 // Cycle runs one scheduling cycle now (tests and tools; the loop calls it
 // on its own). Concurrent cycles are safe: a plan computed from a stale
 // snapshot is rejected and recomputed.
-func (s *Server) Cycle(ctx context.Context) { s.cycle(ctx) }
+func (s *Server) Cycle(ctx context.Context) { s.cycle(ctx, false) }
 
 // TickPolicies evaluates the policies once now.
 func (s *Server) TickPolicies(ctx context.Context) { s.policies.tick(ctx) }
 
+// quietCycle answers the cycle without running the core when only work
+// alike to what the last settled cycle left pending has arrived since
+// (see settled), and reports whether it did.
+func (s *Server) quietCycle(ctx context.Context, now time.Time, gen uint64) bool {
+	s.settledMu.Lock()
+	st := s.settled
+	s.settledMu.Unlock()
+	if st == nil {
+		return false
+	}
+	var news []sched.Pending
+	var ws []*workload.Workload
+	var rev int64
+	ok := false
+	err := s.st.View(ctx, func(tx store.ReadTx) error {
+		var err error
+		rev = tx.Revision()
+		news, ws, ok, err = st.quiet(tx, &s.live, now, gen)
+		return err
+	})
+	if err != nil || !ok {
+		return false
+	}
+	next := *st
+	next.rev = rev
+	s.settledMu.Lock()
+	if s.settled == st {
+		s.settled = &next
+	}
+	s.settledMu.Unlock()
+	s.why.Store(&whyIndex{Revision: rev, Time: now, pending: news, prev: s.why.Load()})
+	s.metrics.quiet(news, ws)
+	return true
+}
+
 // cycle takes a snapshot, runs the core and applies the plan in one
 // transaction that fails if the snapshot went stale; then it tries again
-// on a fresh snapshot, at most maxAttempts times.
-func (s *Server) cycle(ctx context.Context) {
+// on a fresh snapshot, at most maxAttempts times. A cycle triggered by
+// submissions (kicked) may be quiet (see settled).
+func (s *Server) cycle(ctx context.Context, kicked bool) {
 	start := time.Now()
 	defer func() { s.metrics.cycle.Observe(time.Since(start).Seconds()) }()
+	now := s.now()
+	gen := s.policies.generation()
+	if kicked && s.quietCycle(ctx, now, gen) {
+		return
+	}
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		var w *world
 		err := s.st.View(ctx, func(tx store.ReadTx) error {
@@ -101,7 +249,9 @@ func (s *Server) cycle(ctx context.Context) {
 			}
 			return
 		}
-		now := s.now()
+		if attempt > 1 {
+			now, gen = s.now(), s.policies.generation()
+		}
 		in := w.input(now, s.policies.adjust(w))
 		plan := sched.Schedule(in)
 		if len(plan.Placements)+len(plan.Preemptions) > 0 {
@@ -127,6 +277,9 @@ func (s *Server) cycle(ctx context.Context) {
 		}
 		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending})
 		s.metrics.observe(w, in, plan)
+		s.settledMu.Lock()
+		s.settled = newSettled(w, in, plan, gen)
+		s.settledMu.Unlock()
 		return
 	}
 	s.log.Warn("scheduler: plan kept going stale; retrying at the next trigger", "attempts", maxAttempts)

@@ -20,6 +20,7 @@ type metrics struct {
 	cycle       prometheus.Histogram
 	preemptions *prometheus.CounterVec
 	conflicts   prometheus.Counter
+	quietCycles prometheus.Counter
 	firings     *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
@@ -43,6 +44,8 @@ func newMetrics() *metrics {
 			Help: "Duration of a scheduling cycle: snapshot, schedule and apply.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_preemptions_total",
 			Help: "Workloads preempted, by the victim's tenant."}, []string{"tenant"}),
+		quietCycles: prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_quiet_cycles_total",
+			Help: "Cycles answered without running the core: only submissions alike to work a settled cycle left pending had arrived."}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_plan_conflicts_total",
 			Help: "Plans rejected because the state changed while they were computed."}),
 		firings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_policy_firings_total",
@@ -55,7 +58,7 @@ func newMetrics() *metrics {
 			Help: "Workloads accepted (durably stored)."}),
 	}
 	m.reg.MustRegister(m.allocated, m.capacity, m.pendingW, m.pendingG, m.resGPUs, m.cycle, m.preemptions,
-		m.conflicts, m.firings, m.requests, m.latency, m.submissions,
+		m.conflicts, m.quietCycles, m.firings, m.requests, m.latency, m.submissions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -138,6 +141,16 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 		}
 		m.resGPUs.WithLabelValues(r.Tenant, r.Name, "reserved").Set(float64(per * r.Count))
 		m.resGPUs.WithLabelValues(r.Tenant, r.Name, "allocated").Set(gpus(resUse[r.Key()]))
+	}
+}
+
+// quiet adds the workloads a quiet cycle left pending (see settled) to the
+// pending gauges.
+func (m *metrics) quiet(ps []sched.Pending, ws []*workload.Workload) {
+	m.quietCycles.Inc()
+	for i, p := range ps {
+		m.pendingW.WithLabelValues(ws[i].Tenant, string(p.Code)).Inc()
+		m.pendingG.WithLabelValues(ws[i].Tenant).Add(gpus(ws[i].TotalGPUs()))
 	}
 }
 

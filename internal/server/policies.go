@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,15 @@ type policyRunner struct {
 	engines map[string]*policy.Engine
 	active  map[string][]policy.ActiveAction
 	windows *policy.Windows
+	// gen counts changes of the policy set and of the active actions,
+	// which change the tenant tree the scheduler sees.
+	gen uint64
+}
+
+func (pr *policyRunner) generation() uint64 {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.gen
 }
 
 // policyWindow is the width of the metric windows policies read.
@@ -135,6 +145,7 @@ func (pr *policyRunner) set(name string, eng *policy.Engine) {
 		pr.engines[name] = eng
 	}
 	delete(pr.active, name)
+	pr.gen++
 }
 
 // sample records the metrics policies read: utilization and pending GPUs of
@@ -210,6 +221,9 @@ func (pr *policyRunner) tick(ctx context.Context) {
 	sort.Strings(names)
 	for _, n := range names {
 		step := pr.engines[n].Evaluate(now, pr.windows)
+		if !reflect.DeepEqual(pr.active[n], step.Active) {
+			pr.gen++
+		}
 		pr.active[n] = step.Active
 		for _, f := range step.Firings {
 			firings = append(firings, &store.Firing{Policy: n, Rule: f.Rule, Event: f.Event.String(), Time: f.Time, DryRun: f.DryRun, Text: f.String()})

@@ -81,6 +81,8 @@ type Server struct {
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
 	live       liveCache
+	settledMu  sync.Mutex
+	settled    *settled
 	tokens     tokenCache
 	handler    http.Handler
 	agents     agents
