@@ -67,7 +67,7 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.StringVar(&f.alertsFile, "alerts", "", "alert rules file (YAML) replacing the stored rules at start")
 	fl.DurationVar(&f.alertInterval, "alert-interval", 10*time.Second, "how often alert metrics are sampled and rules evaluated")
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
-	fl.DurationVar(&f.batchDelay, "batch-delay", 0, "how long the first write after a quiet spell waits for others to share its commit (writes that arrive during a commit always share the next)")
+	fl.DurationVar(&f.batchDelay, "batch-delay", 2*time.Millisecond, "how long the first write after a quiet spell waits for others to share its commit (writes that arrive during a commit always share the next)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

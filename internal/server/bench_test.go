@@ -133,8 +133,12 @@ func benchServer(b *testing.B) (*client.Client, func()) {
 
 func benchServerWith(b *testing.B) (*client.Client, *Server, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	// ARBITER_BENCH_BATCH_DELAY is serve's --batch-delay (default 0).
-	delay, _ := time.ParseDuration(os.Getenv("ARBITER_BENCH_BATCH_DELAY"))
+	// ARBITER_BENCH_BATCH_DELAY is serve's --batch-delay (default 2ms, as
+	// serve's).
+	delay := 2 * time.Millisecond
+	if d, err := time.ParseDuration(os.Getenv("ARBITER_BENCH_BATCH_DELAY")); err == nil {
+		delay = d
+	}
 	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: delay})
 	if err != nil {
 		b.Fatal(err)

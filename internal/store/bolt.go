@@ -37,8 +37,11 @@ const revKey = "revision"
 // BoltOptions tune OpenBolt.
 type BoltOptions struct {
 	// MaxBatchDelay is how long the first writer after a quiet spell waits
-	// for others to share its commit (default 0: commit at once; writers
-	// that arrive while a commit is in flight share the next one anyway).
+	// for others to share its commit (0: commit at once). Writers that
+	// arrive while a commit is in flight share the next one anyway; the
+	// delay makes groups larger at moderate rates, where commits would
+	// otherwise often hold one or two writers (serve uses 2ms: at 5,000
+	// submissions/s it cut p99 from about 60 to 37 ms on a 2-core machine).
 	MaxBatchDelay time.Duration
 	// MaxBatchSize bounds a group (default 1000).
 	MaxBatchSize int
