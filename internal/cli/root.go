@@ -31,6 +31,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newReservationCmd(),
 		newWorkloadCmd(),
 		newTenantCmd(),
+		newPartitionCmd(),
 		newNodeCmd(),
 		newAgentCmd(),
 		newRegionCmd(),

@@ -24,6 +24,7 @@ var bodyRoutes = []struct {
 	{"POST", "/v1/nodes", "admin", `{"id":"n9","region":"eastus","zone":"1","block":"eus-h","sku":"Standard_ND96isr_H100_v5"}`},
 	{"PUT", "/v1/alerts", "admin", `{"file":"a.yaml","source":"rules:\n  - {name: r, metric: pending_gpus, aggregation: avg, window: 5m, frequency: 1m, operator: '>', threshold: 1}\n"}`},
 	{"POST", "/v1/policies", "admin", `{"name":"p","source":"policies:\n  - name: r\n    when: {metric: utilization, above: 85%}\n    then: [{type: set_limit, target: tenant:contoso, limit: 8}]\n"}`},
+	{"PUT", "/v1/partitions/p", "admin", `{"tenant":"contoso","blocks":["wus-a"],"nodes":["eus-a-n0003"]}`},
 }
 
 // FuzzBodies sends arbitrary bodies to every endpoint that takes one: the

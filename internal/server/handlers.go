@@ -47,6 +47,9 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/events", s.events},
 		{"GET /v1/alerts", s.listAlerts},
 		{"PUT /v1/alerts", s.applyAlerts},
+		{"GET /v1/partitions", s.listPartitions},
+		{"PUT /v1/partitions/{name}", s.setPartition},
+		{"DELETE /v1/partitions/{name}", s.deletePartition},
 	}, s.agentRoutes()...)
 }
 
@@ -470,6 +473,15 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 		}
 		if len(rs) > 0 {
 			return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q owns reservation %q; delete it first", name, rs[0].Name)
+		}
+		ps, err := store.List[store.Partition](tx, "")
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if p.Tenant == name {
+				return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q owns partition %q; delete it first", name, p.Name)
+			}
 		}
 		toks, err := store.List[store.Token](tx, "")
 		if err != nil {

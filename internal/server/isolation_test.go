@@ -47,6 +47,7 @@ func TestIsolation(t *testing.T) {
 		"POST /v1/tenants/{tenant}/workloads/{name}/cancel": ``,
 		"PUT /v1/alerts":                                    `{"source":"rules: []"}`,
 		"POST /v1/nodes/{id}/heartbeat":                     `{"gpus":[],"running":[]}`,
+		"PUT /v1/partitions/{name}":                         `{"tenant":"fabrikam","nodes":["eus-a-n0000"]}`,
 	}
 	type want int
 	const (
@@ -90,6 +91,9 @@ func TestIsolation(t *testing.T) {
 		"PUT /v1/alerts":                                    forbidden,
 		"POST /v1/nodes/{id}/heartbeat":                     forbidden,
 		"GET /v1/tenants/{tenant}/workloads/{name}/logs":    hidden,
+		"GET /v1/partitions":                                forbidden,
+		"PUT /v1/partitions/{name}":                         forbidden,
+		"DELETE /v1/partitions/{name}":                      forbidden,
 	}
 	for _, rt := range h.s.apiRoutes() {
 		w, ok := expect[rt.pattern]

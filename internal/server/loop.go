@@ -63,7 +63,7 @@ type settled struct {
 }
 
 // settledKinds are the kinds whose change may change any decision.
-var settledKinds = []store.Kind{store.KindTenant, store.KindNode, store.KindReservation, store.KindPolicy, store.KindSetting}
+var settledKinds = []store.Kind{store.KindTenant, store.KindNode, store.KindReservation, store.KindPartition, store.KindPolicy, store.KindSetting}
 
 func newSettled(w *world, in sched.Input, plan sched.Plan, policyGen uint64) *settled {
 	if len(plan.Placements)+len(plan.Preemptions)+len(plan.Overflow) > 0 || (len(plan.Pending) > 0 && len(plan.Classes) == 0) {

@@ -32,7 +32,7 @@ var docs = map[string]routeDoc{
 	"GET /v1/tenants":                                   {summary: "List tenants (a tenant token sees itself)", resp: api.List[api.Tenant]{}},
 	"POST /v1/tenants":                                  {summary: "Create a tenant with quotas", admin: true, req: api.Tenant{}, resp: api.Tenant{}, status: 201},
 	"GET /v1/tenants/{tenant}":                          {summary: "Show a tenant", resp: api.Tenant{}},
-	"DELETE /v1/tenants/{tenant}":                       {summary: "Delete a tenant without workloads, reservations or children", admin: true},
+	"DELETE /v1/tenants/{tenant}":                       {summary: "Delete a tenant without workloads, reservations, partitions or children", admin: true},
 	"PUT /v1/tenants/{tenant}/quotas":                   {summary: "Replace a tenant's quotas", admin: true, req: api.QuotaList{}, resp: api.Tenant{}},
 	"POST /v1/tenants/{tenant}/tokens":                  {summary: "Create a tenant token (the secret is returned once)", admin: true, req: api.TokenRequest{}, resp: api.Token{}, status: 201},
 	"GET /v1/tenants/{tenant}/usage":                    {summary: "Quota usage of a tenant: each quota family's current value and limit", resp: api.List[api.Usage]{}, query: []string{"region"}},
@@ -56,6 +56,9 @@ var docs = map[string]routeDoc{
 	"GET /v1/events":                                    {summary: "Events after a sequence number; long-polls with wait; with Accept: text/event-stream, a server-sent event stream (id: seq, event: type, data: Event; resumes from Last-Event-ID)", resp: api.Events{}, query: []string{"after", "wait", "limit"}},
 	"GET /v1/alerts":                                    {summary: "List the alert rules with their state", admin: true, resp: api.Alerts{}},
 	"PUT /v1/alerts":                                    {summary: "Replace the alert rules with a rules file (YAML source)", admin: true, req: api.AlertsApply{}, resp: api.Alerts{}},
+	"GET /v1/partitions":                                {summary: "List partitions: machines only one tenant's subtree may use", admin: true, resp: api.List[api.Partition]{}},
+	"PUT /v1/partitions/{name}":                         {summary: "Create or replace a partition (its machines in no other partition and no reservation)", admin: true, req: api.PartitionRequest{}, resp: api.Partition{}},
+	"DELETE /v1/partitions/{name}":                      {summary: "Remove a partition; its machines return to the shared pool", admin: true},
 }
 
 // buildOpenAPI writes the OpenAPI 3.1 document of the routes.

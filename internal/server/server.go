@@ -303,8 +303,9 @@ func AdminTokenFile(path string) (string, error) {
 }
 
 // Seed loads a config file's catalog overrides, fleet, tenants,
-// reservations and workloads into the store. Objects that already exist
-// are kept as they are: the store, changed through the API, wins.
+// reservations, partitions and workloads into the store. Objects that
+// already exist are kept as they are: the store, changed through the API,
+// wins.
 func Seed(ctx context.Context, st store.Store, c *config.Config, now time.Time) (added int, err error) {
 	err = st.Update(ctx, func(tx store.WriteTx) error {
 		added = 0
@@ -350,6 +351,11 @@ func Seed(ctx context.Context, st store.Store, c *config.Config, now time.Time) 
 		}
 		for _, r := range c.File.Reservations {
 			if err := put(&store.Reservation{Tenant: r.Owner, Name: r.Name, Region: r.Region, Zone: r.Zone, SKU: r.SKU, Count: r.Count, Start: r.Start, End: r.End, Nodes: r.Nodes}); err != nil {
+				return err
+			}
+		}
+		for _, p := range c.File.Partitions {
+			if err := put(&store.Partition{Name: p.Name, Tenant: p.Tenant, Blocks: p.Blocks, Nodes: p.Nodes}); err != nil {
 				return err
 			}
 		}

@@ -25,7 +25,8 @@ type world struct {
 	Tenants      []*store.Tenant
 	Nodes        []*store.Node
 	Reservations []*store.Reservation
-	Workloads    []*store.Workload // live ones (pending, running)
+	Partitions   []*store.Partition // in store (name) order
+	Workloads    []*store.Workload  // live ones (pending, running)
 	// sched holds the scheduler's copies of Workloads when the live cache
 	// supplied them (shared: never changed); nil means input makes them.
 	sched []*workload.Workload
@@ -92,6 +93,9 @@ func loadWorldWith(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool, cach
 	if w.Reservations, err = store.List[store.Reservation](tx, ""); err != nil {
 		return nil, err
 	}
+	if w.Partitions, err = store.List[store.Partition](tx, ""); err != nil {
+		return nil, err
+	}
 	if withWorkloads {
 		if cache != nil {
 			w.Workloads, w.sched, err = cache.live(tx)
@@ -152,6 +156,9 @@ func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
 			Count: r.Count, Start: r.Start, End: r.End, Nodes: r.Nodes,
 		})
 	}
+	for _, p := range w.Partitions {
+		in.Partitions = append(in.Partitions, tenancy.Partition{Name: p.Name, Tenant: p.Tenant, Blocks: p.Blocks, Nodes: p.Nodes})
+	}
 	if w.sched != nil {
 		in.Workloads = w.sched
 		return in
@@ -173,8 +180,34 @@ func schedWorkload(x *store.Workload) *workload.Workload {
 	return c
 }
 
-// nodeUse tells reservation binding how each node is used today.
+// partitioned returns the nodes of every partition: its blocks' nodes
+// and its own.
+func (w *world) partitioned() map[fleet.NodeID]string {
+	out := map[fleet.NodeID]string{}
+	for _, p := range w.Partitions {
+		for _, id := range partitionNodes(w.Fleet, p) {
+			out[id] = p.Name
+		}
+	}
+	return out
+}
+
+// partitionNodes lists the nodes a partition covers, blocks first.
+func partitionNodes(f *fleet.Fleet, p *store.Partition) []fleet.NodeID {
+	var ids []fleet.NodeID
+	for _, b := range p.Blocks {
+		for _, n := range f.BlockNodes(b) {
+			ids = append(ids, n.ID)
+		}
+	}
+	return append(ids, p.Nodes...)
+}
+
+// nodeUse tells reservation binding how each node is used today. No
+// reservation is bound to a partitioned node, whoever owns the partition
+// (as internal/config binds them).
 func (w *world) nodeUse(owner string, skip string) func(*fleet.Node) tenancy.NodeUse {
+	partitioned := w.partitioned()
 	reserved := map[fleet.NodeID]bool{}
 	for _, r := range w.Reservations {
 		if r.Key() == skip {
@@ -202,6 +235,7 @@ func (w *world) nodeUse(owner string, skip string) func(*fleet.Node) tenancy.Nod
 		down[id] = true
 	}
 	return func(n *fleet.Node) tenancy.NodeUse {
-		return tenancy.NodeUse{Reserved: reserved[n.ID], Down: down[n.ID], Busy: busy[n.ID], Blocking: blocking[n.ID]}
+		_, part := partitioned[n.ID]
+		return tenancy.NodeUse{Reserved: reserved[n.ID], Partitioned: part, Down: down[n.ID], Busy: busy[n.ID], Blocking: blocking[n.ID]}
 	}
 }

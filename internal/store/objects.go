@@ -73,6 +73,21 @@ func (o *Reservation) meta() *Meta { return &o.Meta }
 // ReservationKey is the key of a tenant's reservation.
 func ReservationKey(tenant, name string) string { return scoped(tenant, name) }
 
+// Partition is a set of machines only one tenant's subtree may use (see
+// tenancy.Partition): its blocks (every node registered in them, now or
+// later) and its nodes.
+type Partition struct {
+	Meta   Meta            `json:"meta"`
+	Name   string          `json:"name"`
+	Tenant string          `json:"tenant"`
+	Blocks []fleet.BlockID `json:"blocks,omitempty"`
+	Nodes  []fleet.NodeID  `json:"nodes,omitempty"`
+}
+
+func (o *Partition) Kind() Kind  { return KindPartition }
+func (o *Partition) Key() string { return o.Name }
+func (o *Partition) meta() *Meta { return &o.Meta }
+
 // State is where a workload is in its life.
 type State string
 

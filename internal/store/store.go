@@ -33,10 +33,11 @@ const (
 	KindToken       Kind = "tokens"
 	KindEvent       Kind = "events"
 	KindSetting     Kind = "settings"
+	KindPartition   Kind = "partitions"
 )
 
 // Kinds lists every kind, in a fixed order.
-var Kinds = []Kind{KindTenant, KindNode, KindReservation, KindWorkload, KindPolicy, KindFiring, KindToken, KindEvent, KindSetting}
+var Kinds = []Kind{KindTenant, KindNode, KindReservation, KindWorkload, KindPolicy, KindFiring, KindToken, KindEvent, KindSetting, KindPartition}
 
 func (k Kind) String() string { return string(k) }
 
