@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,87 @@ func TestAggregations(t *testing.T) {
 		if s.LastValue != tc.want || s.HasValue != tc.ok {
 			t.Errorf("%s = %v (%v), want %v", tc.agg, s.LastValue, s.HasValue, tc.want)
 		}
+	}
+}
+
+// TestSplit: a split rule alerts per series — each tenant's alert fires
+// and resolves on its own values, with the tenant in its dimensions — and
+// the rule's summary is fired while any instance is.
+func TestSplit(t *testing.T) {
+	f, err := Load("alerts.yaml", []byte(`
+webhook: http://127.0.0.1:1/hook
+rules:
+  - name: pending-per-tenant
+    metric: pending_gpus
+    labels: {tenant: "*"}
+    split: true
+    aggregation: max
+    window: 2m
+    frequency: 1m
+    operator: ">"
+    threshold: 10
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEvaluator(f)
+	t0 := time.Unix(10_000, 0)
+	step := func(m int, a, b float64) []Notification {
+		now := t0.Add(time.Duration(m) * time.Minute)
+		e.Observe(now, []Sample{
+			{Metric: "pending_gpus", Labels: map[string]string{"tenant": "a"}, Value: a},
+			{Metric: "pending_gpus", Labels: map[string]string{"tenant": "b"}, Value: b},
+		})
+		return e.Evaluate(now)
+	}
+	got := func(ns []Notification) (out []string) {
+		for _, n := range ns {
+			c := n.Payload.Data.AlertContext.Condition.AllOf[0]
+			out = append(out, fmt.Sprintf("%s %s=%s", n.Payload.Data.Essentials.MonitorCondition, c.Dimensions[0].Name, c.Dimensions[0].Value))
+		}
+		return out
+	}
+	if n := got(step(0, 20, 1)); fmt.Sprint(n) != "[Fired tenant=a]" {
+		t.Fatalf("minute 0: %v, want only a fired", n)
+	}
+	if n := got(step(1, 20, 30)); fmt.Sprint(n) != "[Fired tenant=b]" {
+		t.Fatalf("minute 1: %v, want b fired (a still fired, no repeat)", n)
+	}
+	step(2, 0, 30)
+	if n := got(step(3, 0, 30)); fmt.Sprint(n) != "[Resolved tenant=a]" {
+		t.Fatalf("minute 3: %v, want a resolved once its window is clear", n)
+	}
+	st := e.States()[0]
+	if !st.Fired || len(st.Instances) != 2 || st.Instances[0].Fired || !st.Instances[1].Fired || st.LastValue != 30 {
+		t.Fatalf("state %+v", st)
+	}
+	ids := map[string]bool{}
+	step(4, 0, 0)
+	for _, n := range step(5, 0, 0) {
+		ids[n.Payload.Data.Essentials.AlertID] = true
+	}
+	if len(ids) != 1 {
+		t.Fatalf("b's resolution: %v", ids)
+	}
+	for id := range ids {
+		if !strings.Contains(id, "tenant=b") {
+			t.Errorf("alert id %q does not name its series", id)
+		}
+	}
+
+	_, err = Load("bad.yaml", []byte(`
+rules:
+  - name: r
+    metric: pending_gpus
+    labels: {tenant: contoso}
+    split: true
+    aggregation: max
+    window: 1m
+    frequency: 1m
+    operator: ">"
+    threshold: 1
+`))
+	if err == nil || !strings.Contains(err.Error(), "rules[0].split") || !strings.Contains(err.Error(), "bad.yaml:") {
+		t.Errorf("split without a wildcard: %v", err)
 	}
 }

@@ -42,9 +42,22 @@ type State struct {
 	FiredAt       time.Time `json:"fired_at,omitzero"`
 	LastEvaluated time.Time `json:"last_evaluated,omitzero"`
 	// LastValue is the aggregate of the last evaluation; HasValue is false
-	// when the window held no sample.
+	// when the window held no sample. For a split rule they are those of
+	// the instance with the most extreme value (by the operator), and
+	// Fired says whether any instance is fired.
 	LastValue float64 `json:"last_value"`
 	HasValue  bool    `json:"has_value"`
+	// Instances are a split rule's alerts, one per series seen, by labels.
+	Instances []Instance `json:"instances,omitempty"`
+}
+
+// Instance is one series' alert of a split rule.
+type Instance struct {
+	Labels    map[string]string `json:"labels"`
+	Fired     bool              `json:"fired"`
+	FiredAt   time.Time         `json:"fired_at,omitzero"`
+	LastValue float64           `json:"last_value"`
+	HasValue  bool              `json:"has_value"`
 }
 
 type ruleState struct {
@@ -53,6 +66,8 @@ type ruleState struct {
 	key     string // the rule's definition, to keep state across reapplies
 	State
 	next time.Time
+	// inst holds a split rule's instances by series key.
+	inst map[string]*Instance
 }
 
 // Notification is a fired or resolved alert, ready to POST.
@@ -161,14 +176,21 @@ func matches(r *Rule, s *series) bool {
 
 // aggregate folds the rule's samples in (now-window, now].
 func (e *Evaluator) aggregate(r *Rule, now time.Time) (float64, bool) {
+	var ss []*series
+	for _, k := range e.sortedSeries() {
+		if s := e.series[k]; matches(r, s) {
+			ss = append(ss, s)
+		}
+	}
+	return fold(r, ss, now)
+}
+
+// fold aggregates the samples of ss in (now-window, now].
+func fold(r *Rule, ss []*series, now time.Time) (float64, bool) {
 	from := now.Add(-r.Window)
 	var sum, n float64
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, k := range e.sortedSeries() {
-		s := e.series[k]
-		if !matches(r, s) {
-			continue
-		}
+	for _, s := range ss {
 		for _, p := range s.points {
 			if !p.t.After(from) || p.t.After(now) {
 				continue
@@ -234,6 +256,10 @@ func (e *Evaluator) Evaluate(now time.Time) []Notification {
 			continue
 		}
 		rs.next = now.Add(r.Frequency)
+		if r.Split {
+			out = append(out, e.evaluateSplit(rs, now)...)
+			continue
+		}
 		v, ok := e.aggregate(r, now)
 		rs.LastEvaluated, rs.LastValue, rs.HasValue = now, v, ok
 		if !ok {
@@ -243,13 +269,77 @@ func (e *Evaluator) Evaluate(now time.Time) []Notification {
 		switch {
 		case breach && !rs.Fired:
 			rs.Fired, rs.FiredAt = true, now
-			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, Fired, rs.FiredAt, time.Time{}, v)})
+			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, r.Labels, Fired, rs.FiredAt, time.Time{}, v)})
 		case !breach && rs.Fired && r.Mitigates():
 			rs.Fired = false
-			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, Resolved, rs.FiredAt, now, v)})
+			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, r.Labels, Resolved, rs.FiredAt, now, v)})
 		}
 	}
 	return out
+}
+
+// evaluateSplit evaluates each matching series of a split rule as its own
+// alert. A series without samples in the window leaves its alert as it is.
+func (e *Evaluator) evaluateSplit(rs *ruleState, now time.Time) []Notification {
+	r := &rs.rule
+	if rs.inst == nil {
+		rs.inst = map[string]*Instance{}
+	}
+	var out []Notification
+	for _, k := range e.sortedSeries() {
+		s := e.series[k]
+		if !matches(r, s) {
+			continue
+		}
+		in := rs.inst[k]
+		if in == nil {
+			in = &Instance{Labels: s.labels}
+			rs.inst[k] = in
+		}
+		v, ok := fold(r, []*series{s}, now)
+		in.LastValue, in.HasValue = v, ok
+		if !ok {
+			continue
+		}
+		breach := compare(r.Operator, v, r.Threshold)
+		switch {
+		case breach && !in.Fired:
+			in.Fired, in.FiredAt = true, now
+			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, s.labels, Fired, in.FiredAt, time.Time{}, v)})
+		case !breach && in.Fired && r.Mitigates():
+			in.Fired = false
+			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, s.labels, Resolved, in.FiredAt, now, v)})
+		}
+	}
+	// The rule's summary: fired if any instance is, and the most extreme
+	// value by the operator.
+	rs.LastEvaluated, rs.Fired, rs.HasValue = now, false, false
+	rs.Instances = make([]Instance, 0, len(rs.inst))
+	keys := make([]string, 0, len(rs.inst))
+	for k := range rs.inst {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		in := rs.inst[k]
+		rs.Instances = append(rs.Instances, *in)
+		if in.Fired && (!rs.Fired || in.FiredAt.Before(rs.FiredAt)) {
+			rs.FiredAt = in.FiredAt
+		}
+		rs.Fired = rs.Fired || in.Fired
+		if in.HasValue && (!rs.HasValue || worse(r.Operator, in.LastValue, rs.LastValue)) {
+			rs.LastValue, rs.HasValue = in.LastValue, true
+		}
+	}
+	return out
+}
+
+// worse reports whether a is further than b in the operator's direction.
+func worse(op string, a, b float64) bool {
+	if op == "<" || op == "<=" {
+		return a < b
+	}
+	return a > b
 }
 
 // States returns each rule's state, in the file's order.
@@ -331,14 +421,20 @@ func isoDuration(d time.Duration) string {
 	return "PT" + strconv.FormatInt(s, 10) + "S"
 }
 
-func payload(r *Rule, cond string, fired, resolved time.Time, v float64) Payload {
+// payload describes the alert of rule r on the series with these labels
+// (the rule's own labels, or a split instance's values).
+func payload(r *Rule, labels map[string]string, cond string, fired, resolved time.Time, v float64) Payload {
 	dims := []Dimension{}
-	for _, k := range keys(r.Labels) {
-		dims = append(dims, Dimension{Name: k, Value: r.Labels[k]})
+	id := "arbiter/alerts/" + r.Name
+	for _, k := range keys(labels) {
+		dims = append(dims, Dimension{Name: k, Value: labels[k]})
+		if r.Split {
+			id += "/" + k + "=" + labels[k]
+		}
 	}
 	p := Payload{SchemaID: "azureMonitorCommonAlertSchema", Data: Data{
 		Essentials: Essentials{
-			AlertID:           fmt.Sprintf("arbiter/alerts/%s/%d", r.Name, fired.UnixNano()),
+			AlertID:           fmt.Sprintf("%s/%d", id, fired.UnixNano()),
 			AlertRule:         r.Name,
 			Severity:          fmt.Sprintf("Sev%d", r.Sev()),
 			SignalType:        "Metric",

@@ -66,6 +66,12 @@ type Rule struct {
 	AutoMitigate *bool  `yaml:"auto_mitigate" json:"auto_mitigate"`
 	Webhook      string `yaml:"webhook" json:"webhook,omitempty"`
 	Enabled      *bool  `yaml:"enabled" json:"enabled,omitempty"`
+	// Split makes each matching series (each combination of label values,
+	// e.g. each tenant for `tenant: "*"`) its own alert, which fires and
+	// resolves on its own series alone, as Azure Monitor splits a metric
+	// alert by dimension values. Without it the rule folds every matching
+	// series into one value.
+	Split bool `yaml:"split" json:"split,omitempty"`
 }
 
 // Sev returns the severity (default 3).
@@ -166,8 +172,20 @@ func (f *File) validate(file string) yamlfile.Errors {
 				errs.Add(p, field("webhook"), "%v", err)
 			}
 		}
+		if r.Split && !anyWildcard(r.Labels) {
+			errs.Add(p, field("split"), "split needs a label whose value is \"*\" (it alerts per value of such labels)")
+		}
 	}
 	return errs
+}
+
+func anyWildcard(labels map[string]string) bool {
+	for _, v := range labels {
+		if v == "*" {
+			return true
+		}
+	}
+	return false
 }
 
 func labelSetOK(sets [][]string, labels map[string]string) bool {
