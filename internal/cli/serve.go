@@ -28,6 +28,8 @@ type serveFlags struct {
 	alertsFile                                                   string
 	alertInterval                                                time.Duration
 	spotNotice                                                   time.Duration
+	eventRetention                                               time.Duration
+	eventHistory                                                 int64
 }
 
 func newServeCmd() *cobra.Command {
@@ -63,6 +65,8 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.DurationVar(&f.interval, "interval", 2*time.Second, "scheduling timer; changes also trigger a cycle")
 	fl.DurationVar(&f.policyInterval, "policy-interval", 10*time.Second, "how often policies are evaluated")
 	fl.DurationVar(&f.nodeLostAfter, "node-lost-after", 30*time.Second, "an agent-run node that misses heartbeats this long is marked lost and its work requeued")
+	fl.DurationVar(&f.eventRetention, "event-retention", 24*time.Hour, "events older than this are pruned (0: keep regardless of age)")
+	fl.Int64Var(&f.eventHistory, "event-history", 2_000_000, "events more than this many store revisions old are pruned, about half as many submissions (0: no bound)")
 	fl.DurationVar(&f.spotNotice, "spot-notice", 30*time.Second, "notice spot work gets (ARBITER_NOTICE_FILE, ARBITER_EVENTS_URL) before its agent stops it on preemption; negative: none")
 	fl.StringVar(&f.alertsFile, "alerts", "", "alert rules file (YAML) replacing the stored rules at start")
 	fl.DurationVar(&f.alertInterval, "alert-interval", 10*time.Second, "how often alert metrics are sampled and rules evaluated")
@@ -145,7 +149,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, RateLimit: f.rateLimit, Logger: log,
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc})
 	if err != nil {
 		return err

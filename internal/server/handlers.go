@@ -667,6 +667,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		ch := s.changes()
 		out := api.Events{Items: []api.Event{}, Next: after}
 		err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+			if err := checkPruned(tx, after); err != nil {
+				return err
+			}
 			var derr error
 			tx.ScanRaw(store.KindEvent, "", store.RevKey(after), func(key string, data []byte) bool {
 				var e store.Event

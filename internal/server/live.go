@@ -116,6 +116,9 @@ func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, []*workload.Worklo
 		return ws, nil, err
 	case cur > c.rev:
 		changed, full, err := changedWorkloads(tx, c.rev)
+		if eventsPrunedThrough(tx) > c.rev {
+			full = true // the events since c.rev are no longer all there
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -57,6 +57,12 @@ type Options struct {
 	// SpotNotice is the notice spot work gets before an agent stops it
 	// on preemption (default 30s; negative: none).
 	SpotNotice time.Duration
+	// EventRetention and EventHistory bound the event log: events older
+	// than EventRetention, or more than EventHistory revisions behind the
+	// store's, are pruned every minute (0: no bound of that kind; see
+	// prune.go).
+	EventRetention time.Duration
+	EventHistory   int64
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a
@@ -180,6 +186,7 @@ func (s *Server) Run(ctx context.Context) {
 	defer wg.Wait()
 	wg.Go(func() { s.alertLoop(ctx) })
 	go s.watchNodes(ctx)
+	wg.Go(func() { s.pruneLoop(ctx) })
 	s.scheduleLoop(ctx)
 }
 

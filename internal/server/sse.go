@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -44,6 +45,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int6
 	if !ok {
 		return apiErr(http.StatusNotAcceptable, api.CodeInvalid, "", "this connection cannot stream events; use the long poll")
 	}
+	if err := s.st.View(r.Context(), func(tx store.ReadTx) error { return checkPruned(tx, after) }); err != nil {
+		return err
+	}
 	p := who(r)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -59,6 +63,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int6
 		for {
 			n := 0
 			err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+				if err := checkPruned(tx, after); err != nil {
+					return err // fell behind the pruner
+				}
 				var derr error
 				tx.ScanRaw(store.KindEvent, "", store.RevKey(after), func(key string, data []byte) bool {
 					var e store.Event
@@ -80,9 +87,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int6
 				return derr
 			})
 			if err != nil {
-				// Headers are sent: end the stream; the client reconnects
-				// with Last-Event-ID.
-				if r.Context().Err() == nil {
+				// Headers are sent: end the stream with an error event; the
+				// client reconnects with Last-Event-ID (and, when it fell
+				// behind the pruner, gets the 410).
+				var ae *api.Error
+				if errors.As(err, &ae) {
+					b, _ := json.Marshal(ae)
+					fmt.Fprintf(w, "event: error\ndata: %s\n\n", b)
+					fl.Flush()
+				} else if r.Context().Err() == nil {
 					s.log.Warn("events stream: reading", "err", err)
 				}
 				return nil

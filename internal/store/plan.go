@@ -11,7 +11,7 @@ import (
 
 // guarded are the kinds a plan's input is built from besides workloads: a
 // change to any of them after the plan's base revision voids the plan.
-var guarded = []Kind{KindTenant, KindNode, KindReservation}
+var guarded = []Kind{KindTenant, KindNode, KindReservation, KindPartition}
 
 // Applied says what ApplyPlan changed.
 type Applied struct {

@@ -352,6 +352,9 @@ func TestApplyPlan(t *testing.T) {
 		"node registered":     func(tx WriteTx) error { return Put(tx, &Node{ID: "n2"}, MustNotExist) },
 		"tenant changed":      func(tx WriteTx) error { return Put(tx, &Tenant{Name: "contoso", Parent: "x"}, Any) },
 		"reservation created": func(tx WriteTx) error { return Put(tx, &Reservation{Tenant: "contoso", Name: "r1"}, MustNotExist) },
+		"partition set": func(tx WriteTx) error {
+			return Put(tx, &Partition{Name: "p1", Tenant: "contoso", Nodes: []fleet.NodeID{"n1"}}, MustNotExist)
+		},
 		"claimant cancelled": func(tx WriteTx) error {
 			w, _ := Get[Workload](tx, "contoso/a")
 			w.State = StateCancelled
