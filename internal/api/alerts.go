@@ -22,11 +22,24 @@ type AlertRule struct {
 	Severity     int               `json:"severity"`
 	AutoMitigate bool              `json:"auto_mitigate"`
 	Enabled      bool              `json:"enabled"`
-	// State is "Fired", "OK" or "NotEvaluated".
+	// Split rules alert per matching series (see Instances).
+	Split bool `json:"split,omitempty"`
+	// State is "Fired", "OK" or "NotEvaluated"; a split rule is Fired
+	// while any instance is, and LastValue is its most extreme instance's.
 	State         string     `json:"state"`
 	FiredAt       *time.Time `json:"fired_at,omitempty"`
 	LastEvaluated *time.Time `json:"last_evaluated,omitempty"`
 	LastValue     *float64   `json:"last_value,omitempty"`
+	// Instances are a split rule's alerts, one per series seen.
+	Instances []AlertInstance `json:"instances,omitempty"`
+}
+
+// AlertInstance is the alert of one series of a split rule.
+type AlertInstance struct {
+	Labels    map[string]string `json:"labels"`
+	State     string            `json:"state"` // "Fired", "OK" or "NoData"
+	FiredAt   *time.Time        `json:"fired_at,omitempty"`
+	LastValue *float64          `json:"last_value,omitempty"`
 }
 
 // Alerts are the applied alert rules.

@@ -35,6 +35,17 @@ func alertTable(as api.Alerts) func(tw *tabwriter.Writer) {
 			}
 			fmt.Fprintf(tw, "%s\t%s(%s) %s %g\t%s\t%s\tSev%d\t%s\t%s\n", a.Name, a.Aggregation, metric, a.Operator, a.Threshold,
 				time.Duration(a.Window), time.Duration(a.Frequency), a.Severity, a.State, val)
+			for _, in := range a.Instances { // a split rule's alerts, one line each
+				var ls []string
+				for k, v := range in.Labels {
+					ls = append(ls, k+"="+v)
+				}
+				v := "-"
+				if in.LastValue != nil {
+					v = fmt.Sprintf("%g", *in.LastValue)
+				}
+				fmt.Fprintf(tw, "  %s\t{%s}\t\t\t\t%s\t%s\n", a.Name, strings.Join(sortStrings(ls), ","), in.State, v)
+			}
 		}
 	}
 }

@@ -397,7 +397,19 @@ func (ar *alertRunner) out() api.Alerts {
 		r := st.Rule
 		a := api.AlertRule{Name: r.Name, Description: r.Description, Metric: r.Metric, Labels: r.Labels, Aggregation: r.Aggregation,
 			Window: api.Duration(r.Window), Frequency: api.Duration(r.Frequency), Operator: r.Operator, Threshold: r.Threshold,
-			Severity: r.Sev(), AutoMitigate: r.Mitigates(), Enabled: r.On(), State: "NotEvaluated"}
+			Severity: r.Sev(), AutoMitigate: r.Mitigates(), Enabled: r.On(), State: "NotEvaluated", Split: r.Split}
+		for _, in := range st.Instances {
+			ai := api.AlertInstance{Labels: in.Labels, State: "NoData"}
+			if in.HasValue {
+				v := in.LastValue
+				ai.State, ai.LastValue = "OK", &v
+			}
+			if in.Fired {
+				t := in.FiredAt
+				ai.State, ai.FiredAt = alert.Fired, &t
+			}
+			a.Instances = append(a.Instances, ai)
+		}
 		if !st.LastEvaluated.IsZero() {
 			t := st.LastEvaluated
 			a.LastEvaluated, a.State = &t, "OK"

@@ -159,3 +159,75 @@ rules:
 		t.Fatalf("after restart %+v", o)
 	}
 }
+
+// TestAlertsSplit: a split rule alerts once per tenant through the
+// webhook, each naming its tenant, and the API lists its instances.
+func TestAlertsSplit(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now().UTC()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	got := make(chan alert.Payload, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p alert.Payload
+		b, _ := io.ReadAll(r.Body)
+		json.Unmarshal(b, &p)
+		got <- p
+	}))
+	defer hook.Close()
+	h := newHarness(t, testConfig, Options{Clock: clock, RateLimit: -1})
+	rules := `webhook: ` + hook.URL + `
+rules:
+  - name: waiting
+    metric: pending_gpus
+    labels: {tenant: "*"}
+    split: true
+    aggregation: max
+    window: 1m
+    frequency: 1m
+    operator: ">"
+    threshold: 0
+`
+	if _, err := h.admin.ApplyAlerts(h.ctx, api.AlertsApply{File: "alerts.yaml", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	tenantOf := func(p alert.Payload) string {
+		for _, d := range p.Data.AlertContext.Condition.AllOf[0].Dimensions {
+			if d.Name == "tenant" {
+				return d.Value
+			}
+		}
+		return ""
+	}
+	// More than the fleet has: it waits.
+	if _, err := h.tenant("contoso").Submit(h.ctx, "contoso", spec("big", 8, 8)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	if n := h.s.TickAlerts(h.ctx); n != 1 {
+		t.Fatalf("delivered %d, want contoso's firing only", n)
+	}
+	if p := <-got; tenantOf(p) != "contoso" || p.Data.Essentials.MonitorCondition != "Fired" {
+		t.Fatalf("first firing: %+v", p.Data)
+	}
+	if _, err := h.tenant("fabrikam").Submit(h.ctx, "fabrikam", spec("big", 8, 8)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	advance(time.Minute)
+	if n := h.s.TickAlerts(h.ctx); n != 1 {
+		t.Fatalf("delivered %d, want fabrikam's firing only (contoso's is already fired)", n)
+	}
+	if p := <-got; tenantOf(p) != "fabrikam" {
+		t.Fatalf("second firing: %+v", p.Data)
+	}
+	as, err := h.admin.Alerts(h.ctx)
+	if err != nil || len(as.Items) != 1 || !as.Items[0].Split || as.Items[0].State != "Fired" || len(as.Items[0].Instances) != 2 {
+		t.Fatalf("alerts: %+v %v", as, err)
+	}
+	for _, in := range as.Items[0].Instances {
+		if in.State != "Fired" || in.LastValue == nil || *in.LastValue != 64 {
+			t.Errorf("instance %+v", in)
+		}
+	}
+}
