@@ -36,6 +36,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newAgentCmd(),
 		newRegionCmd(),
 		newAlertCmd(),
+		newMetricCmd(),
 		newEventsCmd(),
 	)
 	return root

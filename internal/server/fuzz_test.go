@@ -25,6 +25,7 @@ var bodyRoutes = []struct {
 	{"PUT", "/v1/alerts", "admin", `{"file":"a.yaml","source":"rules:\n  - {name: r, metric: pending_gpus, aggregation: avg, window: 5m, frequency: 1m, operator: '>', threshold: 1}\n"}`},
 	{"POST", "/v1/policies", "admin", `{"name":"p","source":"policies:\n  - name: r\n    when: {metric: utilization, above: 85%}\n    then: [{type: set_limit, target: tenant:contoso, limit: 8}]\n"}`},
 	{"PUT", "/v1/partitions/p", "admin", `{"tenant":"contoso","blocks":["wus-a"],"nodes":["eus-a-n0003"]}`},
+	{"POST", "/v1/metrics", "admin", `{"samples":[{"metric":"p95_latency","target":"service:chat","value":0.182},{"metric":"spot_price","target":"flavor:A100-80G","value":1.2}]}`},
 }
 
 // FuzzBodies sends arbitrary bodies to every endpoint that takes one: the

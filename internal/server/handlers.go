@@ -44,6 +44,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/policies/{name}", s.getPolicy},
 		{"DELETE /v1/policies/{name}", s.deletePolicy},
 		{"GET /v1/policies/{name}/firings", s.listFirings},
+		{"POST /v1/metrics", s.pushMetrics},
 		{"GET /v1/events", s.events},
 		{"GET /v1/alerts", s.listAlerts},
 		{"PUT /v1/alerts", s.applyAlerts},

@@ -48,6 +48,7 @@ func TestIsolation(t *testing.T) {
 		"PUT /v1/alerts":                                    `{"source":"rules: []"}`,
 		"POST /v1/nodes/{id}/heartbeat":                     `{"gpus":[],"running":[]}`,
 		"PUT /v1/partitions/{name}":                         `{"tenant":"fabrikam","nodes":["eus-a-n0000"]}`,
+		"POST /v1/metrics":                                  `{"samples":[{"metric":"p95_latency","target":"service:chat","value":0.2}]}`,
 	}
 	type want int
 	const (
@@ -92,6 +93,7 @@ func TestIsolation(t *testing.T) {
 		"POST /v1/nodes/{id}/heartbeat":                     forbidden,
 		"GET /v1/tenants/{tenant}/workloads/{name}/logs":    hidden,
 		"GET /v1/partitions":                                forbidden,
+		"POST /v1/metrics":                                  forbidden,
 		"PUT /v1/partitions/{name}":                         forbidden,
 		"DELETE /v1/partitions/{name}":                      forbidden,
 	}

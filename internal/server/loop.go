@@ -253,6 +253,8 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			now, gen = s.now(), s.policies.generation()
 		}
 		in := w.input(now, s.policies.adjust(w))
+		var reprioritized bool
+		in.Workloads, reprioritized = s.policies.reprioritize(in.Workloads)
 		plan := sched.Schedule(in)
 		if len(plan.Placements)+len(plan.Preemptions) > 0 {
 			var res store.Applied
@@ -278,7 +280,10 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending})
 		s.metrics.observe(w, in, plan)
 		s.settledMu.Lock()
-		s.settled = newSettled(w, in, plan, gen)
+		s.settled = nil
+		if !reprioritized { // alike ignores the labels set_priority may match
+			s.settled = newSettled(w, in, plan, gen)
+		}
 		s.settledMu.Unlock()
 		return
 	}

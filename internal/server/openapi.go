@@ -56,6 +56,7 @@ var docs = map[string]routeDoc{
 	"GET /v1/events":                                    {summary: "Events after a sequence number; long-polls with wait; with Accept: text/event-stream, a server-sent event stream (id: seq, event: type, data: Event; resumes from Last-Event-ID)", resp: api.Events{}, query: []string{"after", "wait", "limit"}},
 	"GET /v1/alerts":                                    {summary: "List the alert rules with their state", admin: true, resp: api.Alerts{}},
 	"PUT /v1/alerts":                                    {summary: "Replace the alert rules with a rules file (YAML source)", admin: true, req: api.AlertsApply{}, resp: api.Alerts{}},
+	"POST /v1/metrics":                                  {summary: "Push measurements for the policies (latency, queue wait, spot price, capacity failures)", admin: true, req: api.MetricSamples{}, resp: api.MetricsAccepted{}},
 	"GET /v1/partitions":                                {summary: "List partitions: machines only one tenant's subtree may use", admin: true, resp: api.List[api.Partition]{}},
 	"PUT /v1/partitions/{name}":                         {summary: "Create or replace a partition (its machines in no other partition and no reservation)", admin: true, req: api.PartitionRequest{}, resp: api.Partition{}},
 	"DELETE /v1/partitions/{name}":                      {summary: "Remove a partition; its machines return to the shared pool", admin: true},
