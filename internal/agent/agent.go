@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +67,7 @@ type Agent struct {
 	reports []api.ReplicaReport
 	wake    chan struct{}
 	logURL  string
+	logKey  string // the secret the server presents to read logs
 	evURL   string
 	// notices are the eviction notices given, by replicaKey.
 	notices  map[string]ScheduledEvent
@@ -126,7 +129,11 @@ func New(o Options) (*Agent, error) {
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Agent{opts: o, c: client.New(o.Server, o.Token), log: o.Logger.With("node", o.NodeID),
+	key := make([]byte, 32)
+	if _, err := crand.Read(key); err != nil {
+		return nil, err
+	}
+	return &Agent{opts: o, c: client.New(o.Server, o.Token), log: o.Logger.With("node", o.NodeID), logKey: hex.EncodeToString(key),
 		procs: map[api.ReplicaRef]*proc{}, ended: map[api.ReplicaRef]bool{}, wake: make(chan struct{}, 1),
 		notices: map[string]ScheduledEvent{}, cut: make(chan struct{})}, nil
 }
@@ -331,7 +338,7 @@ func (a *Agent) beat(ctx context.Context) error {
 		running = append(running, ref)
 	}
 	a.mu.Unlock()
-	hb := api.Heartbeat{GPUs: gpus, Running: running, Reports: reports, LogURL: a.logURL}
+	hb := api.Heartbeat{GPUs: gpus, Running: running, Reports: reports, LogURL: a.logURL, LogKey: a.logKey}
 	if len(reports) == 0 {
 		hb.Wait = api.Duration(a.opts.Interval)
 	}
@@ -506,12 +513,13 @@ func (a *Agent) stop(p *proc) {
 }
 
 // logHandler serves /logs/{tenant}/{name}/{replica}[?tail=N] to holders
-// of the agent's token (the server proxies `arbiter workload logs`).
+// of the agent's log key or token (the server proxies `arbiter workload
+// logs` with the key the heartbeats carry).
 func (a *Agent) logHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /logs/{tenant}/{name}/{replica}", func(w http.ResponseWriter, r *http.Request) {
 		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if subtle.ConstantTimeCompare([]byte(secret), []byte(a.opts.Token)) != 1 {
+		if subtle.ConstantTimeCompare([]byte(secret), []byte(a.logKey)) != 1 && subtle.ConstantTimeCompare([]byte(secret), []byte(a.opts.Token)) != 1 {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}

@@ -32,8 +32,12 @@ func TestAgentBinarySIGKILL(t *testing.T) {
 	const lostAfter = 1500 * time.Millisecond
 	e := newEnv(t, lostAfter)
 	data := filepath.Join(e.dir, "agent-bin")
+	tok, err := e.admin.CreateNodeToken(e.ctx, "b1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := func(log string) *exec.Cmd {
-		cmd := exec.Command(bin, "agent", "--server", e.url, "--token", adminToken, "--node", "b1", "--gpus", "fake:8xA100-80G",
+		cmd := exec.Command(bin, "agent", "--server", e.url, "--token", tok.Secret, "--node", "b1", "--gpus", "fake:8xA100-80G",
 			"--data", data, "--checkpoint-root", filepath.Join(e.dir, "ckpt"), "--heartbeat", "300ms", "--stale-grace", "500ms")
 		lf, err := os.Create(filepath.Join(e.dir, log))
 		if err != nil {

@@ -93,7 +93,12 @@ func newEnv(t *testing.T, lostAfter time.Duration) *env {
 
 func (e *env) startAgent(id string) {
 	e.t.Helper()
-	a, err := New(Options{Server: e.url, Token: adminToken, NodeID: id, Region: "local", Block: "b0",
+	// Each agent acts with its node's own token, as deployments should.
+	tok, err := e.admin.CreateNodeToken(e.ctx, id, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a, err := New(Options{Server: e.url, Token: tok.Secret, NodeID: id, Region: "local", Block: "b0",
 		Inventory: Fake(id, 8, "A100-80G"), DataDir: filepath.Join(e.dir, "agent-"+id), CheckpointRoot: filepath.Join(e.dir, "ckpt"),
 		Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

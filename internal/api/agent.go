@@ -89,8 +89,12 @@ type Heartbeat struct {
 	Running []ReplicaRef    `json:"running"`
 	Reports []ReplicaReport `json:"reports,omitempty"`
 	Wait    Duration        `json:"wait,omitempty"`
-	// LogURL is where the agent serves its replicas' logs.
+	// LogURL is where the agent serves its replicas' logs; LogKey is the
+	// bearer secret the server presents there (the agent makes one at
+	// start, so that the server needs neither the agent's token nor gives
+	// it the admin token).
 	LogURL string `json:"log_url,omitempty"`
+	LogKey string `json:"log_key,omitempty"`
 }
 
 // Task is one replica a node should run.

@@ -281,7 +281,8 @@ type TokenRequest struct {
 // Token is a created token. Secret is only ever returned at creation.
 type Token struct {
 	Name   string `json:"name"`
-	Tenant string `json:"tenant"`
+	Tenant string `json:"tenant,omitempty"`
+	Node   string `json:"node,omitempty"`
 	Secret string `json:"secret,omitempty"`
 }
 
@@ -289,6 +290,7 @@ type Token struct {
 type WhoAmI struct {
 	Admin  bool   `json:"admin"`
 	Tenant string `json:"tenant,omitempty"`
+	Node   string `json:"node,omitempty"`
 }
 
 // Region is a region of the fleet.

@@ -61,7 +61,7 @@ agent left running are stopped before the node takes work.
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Server, "server", "", "server URL (env ARBITER_SERVER, default http://127.0.0.1:7070)")
-	fl.StringVar(&o.Token, "token", "", "admin token (env ARBITER_TOKEN)")
+	fl.StringVar(&o.Token, "token", "", "the node's token (`arbiter node token create NODE`) or the admin token (env ARBITER_TOKEN)")
 	fl.StringVar(&o.NodeID, "node", "", "node ID (default: the host name)")
 	fl.StringVar(&o.Region, "region", "local", "region of the node")
 	fl.StringVar(&o.Zone, "zone", "", "availability zone")

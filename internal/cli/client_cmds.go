@@ -596,7 +596,24 @@ func newNodeCmd() *cobra.Command {
 		}),
 	}
 	listCmd.Flags().StringVar(&region, "region", "", "only this region")
-	cmd.AddCommand(listCmd)
+	token := &cobra.Command{Use: "token", Short: "Node (agent) tokens", Args: cobra.NoArgs}
+	var tokName string
+	tokCreate := &cobra.Command{
+		Use: "create NODE [--name N]", Short: "Create the token of a node's agent: it may register and heartbeat that node only; the secret is shown once", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := cl.CreateNodeToken(ctx, args[0], tokName)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, t, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NODE\tNAME\tSECRET")
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Node, t.Name, t.Secret)
+			})
+		}),
+	}
+	tokCreate.Flags().StringVar(&tokName, "name", "agent", "token name")
+	token.AddCommand(tokCreate)
+	cmd.AddCommand(listCmd, token)
 	return cmd
 }
 

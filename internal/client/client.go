@@ -175,6 +175,12 @@ func (c *Client) SetQuotas(ctx context.Context, tenant string, qs []api.Quota) (
 
 // CreateToken creates a token for a tenant (admin); the secret is only
 // returned here.
+// CreateNodeToken creates the token of one node's agent (admin).
+func (c *Client) CreateNodeToken(ctx context.Context, node, name string) (api.Token, error) {
+	var out api.Token
+	return out, c.Do(ctx, "POST", "/v1/nodes/"+esc(node)+"/tokens", api.TokenRequest{Name: name}, &out)
+}
+
 func (c *Client) CreateToken(ctx context.Context, tenant, name string) (api.Token, error) {
 	var out api.Token
 	return out, c.Do(ctx, "POST", tpath(tenant, "tokens"), api.TokenRequest{Name: name}, &out)

@@ -36,13 +36,15 @@ const (
 )
 
 func init() {
-	docs["POST /v1/nodes/{id}/heartbeat"] = routeDoc{summary: "Agent heartbeat: GPUs, running replicas, reports; answers the node's tasks (long-polls with wait)", admin: true, req: api.Heartbeat{}, resp: api.HeartbeatReply{}}
+	docs["POST /v1/nodes/{id}/heartbeat"] = routeDoc{summary: "Agent heartbeat: GPUs, running replicas, reports; answers the node's tasks (long-polls with wait). Admin or the node's token", admin: true, req: api.Heartbeat{}, resp: api.HeartbeatReply{}}
+	docs["POST /v1/nodes/{id}/tokens"] = routeDoc{summary: "Create a node token for the node's agent: it may register and heartbeat that node only (the secret is returned once)", admin: true, req: api.TokenRequest{}, resp: api.Token{}, status: 201}
 	docs["GET /v1/tenants/{tenant}/workloads/{name}/logs"] = routeDoc{summary: "A replica's output, fetched from its node's agent (text)", query: []string{"replica", "tail"}}
 }
 
 func (s *Server) agentRoutes() []apiRoute {
 	return []apiRoute{
 		{"POST /v1/nodes/{id}/heartbeat", s.heartbeat},
+		{"POST /v1/nodes/{id}/tokens", s.createNodeToken},
 		{"GET /v1/tenants/{tenant}/workloads/{name}/logs", s.workloadLogs},
 	}
 }
@@ -53,23 +55,24 @@ type agents struct {
 	mu       sync.Mutex
 	lastSeen map[fleet.NodeID]time.Time
 	logURL   map[fleet.NodeID]string
+	logKey   map[fleet.NodeID]string
 	ranOn    map[string]fleet.NodeID // "tenant/name#replica" -> node
 }
 
-func (a *agents) seen(id fleet.NodeID, now time.Time, logURL string) {
+func (a *agents) seen(id fleet.NodeID, now time.Time, logURL, logKey string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.lastSeen == nil {
-		a.lastSeen, a.logURL, a.ranOn = map[fleet.NodeID]time.Time{}, map[fleet.NodeID]string{}, map[string]fleet.NodeID{}
+		a.lastSeen, a.logURL, a.logKey, a.ranOn = map[fleet.NodeID]time.Time{}, map[fleet.NodeID]string{}, map[fleet.NodeID]string{}, map[string]fleet.NodeID{}
 	}
 	a.lastSeen[id] = now
 	if logURL != "" {
-		a.logURL[id] = logURL
+		a.logURL[id], a.logKey[id] = logURL, logKey
 	}
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
-	if err := requireAdmin(r); err != nil {
+	if err := requireNode(r, r.PathValue("id")); err != nil {
 		return err
 	}
 	var hb api.Heartbeat
@@ -87,7 +90,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, "reports.kind", "kind must be Started, Exited or Stopped, got %q", rep.Kind)
 		}
 	}
-	s.agents.seen(id, s.now(), hb.LogURL)
+	s.agents.seen(id, s.now(), hb.LogURL, hb.LogKey)
 	changed, err := s.applyHeartbeat(r.Context(), id, hb)
 	if err != nil {
 		return err
@@ -438,8 +441,11 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
 		return apiErr(http.StatusNotFound, api.CodeNotFound, "", "replica %d of %q has not run on any node", replica, x.Spec.Name)
 	}
 	s.agents.mu.Lock()
-	base := s.agents.logURL[node]
+	base, key := s.agents.logURL[node], s.agents.logKey[node]
 	s.agents.mu.Unlock()
+	if key == "" {
+		key = s.opts.AdminToken // an agent that sends no key (older) checks its own token
+	}
 	if base == "" {
 		return apiErr(http.StatusServiceUnavailable, api.CodeUnavailable, "", "the agent of node %s has not said where it serves logs", node)
 	}
@@ -451,7 +457,7 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.opts.AdminToken)
+	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return apiErr(http.StatusServiceUnavailable, api.CodeUnavailable, "", "the agent of node %s does not answer", node)
@@ -463,5 +469,38 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	io.Copy(w, io.LimitReader(resp.Body, 64<<20))
+	return nil
+}
+
+// createNodeToken makes a token for one node's agent (admin): it may
+// register that node and heartbeat it, nothing else, so a compromised
+// machine cannot act for the others or touch tenants. The node need not
+// be registered yet.
+func (s *Server) createNodeToken(w http.ResponseWriter, r *http.Request) error {
+	if err := requireAdmin(r); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if !validName(id) {
+		return badName("id", id)
+	}
+	var req api.TokenRequest
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" {
+		req.Name = "agent"
+	}
+	if !validName(req.Name) {
+		return badName("name", req.Name)
+	}
+	secret := NewSecret()
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
+		return store.Put(tx, &store.Token{Hash: HashToken(secret), Node: id, Name: req.Name, CreatedAt: s.now()}, store.MustNotExist)
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.Token{Name: req.Name, Node: id, Secret: secret})
 	return nil
 }

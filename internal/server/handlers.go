@@ -101,7 +101,7 @@ func tenantExists(tx store.ReadTx, t string) error {
 
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	p := who(r)
-	writeJSON(w, http.StatusOK, api.WhoAmI{Admin: p.admin, Tenant: p.tenant})
+	writeJSON(w, http.StatusOK, api.WhoAmI{Admin: p.admin, Tenant: p.tenant, Node: p.node})
 	return nil
 }
 
@@ -238,11 +238,14 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
-	if err := requireAdmin(r); err != nil {
-		return err
+	if p := who(r); !p.admin && p.node == "" {
+		return errForbidden
 	}
 	var req api.NodeRegistration
 	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := requireNode(r, req.ID); err != nil {
 		return err
 	}
 	switch {

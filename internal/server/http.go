@@ -25,7 +25,26 @@ import (
 type principal struct {
 	admin  bool
 	tenant string
+	node   string // a node (agent) token: its node
 	hash   string
+}
+
+// nodeRoutes are the routes a node token may call: its agent registers
+// and heartbeats its own node (the handlers check which) and looks up
+// machine sizes.
+var nodeRoutes = map[string]bool{
+	"POST /v1/nodes":                true,
+	"POST /v1/nodes/{id}/heartbeat": true,
+	"GET /v1/skus":                  true,
+	"GET /v1/whoami":                true,
+}
+
+// requireNode lets the admin and the token of node id through.
+func requireNode(r *http.Request, id string) error {
+	if p := who(r); p.admin || (p.node != "" && p.node == id) {
+		return nil
+	}
+	return apiErr(http.StatusForbidden, api.CodeForbidden, "", "this token may not act for node %q", id)
 }
 
 type ctxKey struct{}
@@ -198,6 +217,10 @@ func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
 			s.writeErr(rec, apiErr(http.StatusTooManyRequests, api.CodeRateLimited, "", "rate limit of this token exceeded; retry later"))
 			return
 		}
+		if p.node != "" && !nodeRoutes[route] {
+			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a node token may only register and heartbeat its node"))
+			return
+		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
 		if err := h(rec, r); err != nil {
 			s.writeErr(rec, err)
@@ -250,7 +273,7 @@ func (c *tokenCache) lookup(tx store.ReadTx, hash string) (principal, error) {
 	if err != nil {
 		return principal{}, err
 	}
-	p := principal{admin: tok.Tenant == "", tenant: tok.Tenant, hash: hash}
+	p := principal{admin: tok.Tenant == "" && tok.Node == "", tenant: tok.Tenant, node: tok.Node, hash: hash}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {

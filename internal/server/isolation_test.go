@@ -47,6 +47,7 @@ func TestIsolation(t *testing.T) {
 		"POST /v1/tenants/{tenant}/workloads/{name}/cancel": ``,
 		"PUT /v1/alerts":                                    `{"source":"rules: []"}`,
 		"POST /v1/nodes/{id}/heartbeat":                     `{"gpus":[],"running":[]}`,
+		"POST /v1/nodes/{id}/tokens":                        `{"name":"steal"}`,
 		"PUT /v1/partitions/{name}":                         `{"tenant":"fabrikam","nodes":["eus-a-n0000"]}`,
 		"POST /v1/metrics":                                  `{"samples":[{"metric":"p95_latency","target":"service:chat","value":0.2}]}`,
 	}
@@ -91,6 +92,7 @@ func TestIsolation(t *testing.T) {
 		"GET /v1/alerts":                                    forbidden,
 		"PUT /v1/alerts":                                    forbidden,
 		"POST /v1/nodes/{id}/heartbeat":                     forbidden,
+		"POST /v1/nodes/{id}/tokens":                        forbidden,
 		"GET /v1/tenants/{tenant}/workloads/{name}/logs":    hidden,
 		"GET /v1/partitions":                                forbidden,
 		"POST /v1/metrics":                                  forbidden,

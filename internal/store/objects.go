@@ -181,7 +181,10 @@ type Token struct {
 	Meta Meta   `json:"meta"`
 	Hash string `json:"hash"`
 	// Tenant is the tenant the token acts for; "" for the admin token.
-	Tenant    string    `json:"tenant,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// Node, for an agent's token, is the one node it may register and
+	// heartbeat (and nothing else).
+	Node      string    `json:"node,omitempty"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
 }
