@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -79,6 +81,10 @@ func BenchmarkSubmitAtRate(b *testing.B) {
 	if r, err := strconv.ParseFloat(os.Getenv("ARBITER_BENCH_RATE"), 64); err == nil && r > 0 {
 		rate = r
 	}
+	if os.Getenv("ARBITER_BENCH_PROCESS") != "" {
+		submitFromProcess(b, rate)
+		return
+	}
 	cl, done := benchServer(b)
 	defer done()
 	lat := make([]time.Duration, b.N)
@@ -123,15 +129,54 @@ func BenchmarkSubmitAtRate(b *testing.B) {
 	reportLatency(b, lat, failed.Load(), elapsed)
 }
 
+// submitFromProcess is BenchmarkSubmitAtRate with the load generator in
+// its own process (./loadgen), as clients are in real use: the server's
+// process then schedules only its own goroutines. Both still share the
+// machine's cores.
+func submitFromProcess(b *testing.B, rate float64) {
+	gen := filepath.Join(b.TempDir(), "loadgen")
+	if out, err := exec.Command("go", "build", "-o", gen, "./loadgen").CombinedOutput(); err != nil {
+		b.Fatalf("building the load generator: %v\n%s", err, out)
+	}
+	e := benchServerWith(b)
+	defer e.done()
+	b.ResetTimer()
+	out, err := exec.Command(gen, "-url", e.url, "-token", e.token, "-rate", fmt.Sprint(rate), "-n", fmt.Sprint(b.N),
+		"-clients", fmt.Sprint(benchClients())).Output()
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("load generator: %v", err)
+	}
+	var r map[string]float64
+	if err := json.Unmarshal(out, &r); err != nil {
+		b.Fatalf("load generator said %q: %v", out, err)
+	}
+	if r["failed"] > 0 {
+		b.Fatalf("%v submissions failed", r["failed"])
+	}
+	b.ReportMetric(rate, "offered/s")
+	b.ReportMetric(r["subs_per_s"], "subs/s")
+	b.ReportMetric(r["p50_ms"], "p50-ms")
+	b.ReportMetric(r["p99_ms"], "p99-ms")
+	b.ReportMetric(r["p999_ms"], "p99.9-ms")
+}
+
 // benchServer starts the real handler on loopback over a bbolt file with
 // the scheduler loop running (unless NOLOOP is set) and returns a tenant's
 // client; done stops it all.
 func benchServer(b *testing.B) (*client.Client, func()) {
-	cl, _, done := benchServerWith(b)
-	return cl, done
+	e := benchServerWith(b)
+	return e.cl, e.done
 }
 
-func benchServerWith(b *testing.B) (*client.Client, *Server, func()) {
+// benchEnv is a running benchmark server and a tenant's credentials.
+type benchEnv struct {
+	cl         *client.Client
+	url, token string
+	done       func()
+}
+
+func benchServerWith(b *testing.B) benchEnv {
 	ctx, cancel := context.WithCancel(context.Background())
 	// ARBITER_BENCH_BATCH_DELAY is serve's --batch-delay (default 2ms, as
 	// serve's).
@@ -190,7 +235,7 @@ func benchServerWith(b *testing.B) (*client.Client, *Server, func()) {
 		done()
 		b.Fatal(err)
 	}
-	return cl, s, done
+	return benchEnv{cl: cl, url: hs.URL, token: tok.Secret, done: done}
 }
 
 // benchSubmit submits the i-th 1-GPU preemptible workload.
