@@ -313,17 +313,26 @@ type SKU struct {
 
 // Node is a registered machine with its allocation.
 type Node struct {
-	ID          string            `json:"id"`
-	Region      string            `json:"region"`
-	Zone        string            `json:"zone,omitempty"`
-	Block       string            `json:"block"`
-	SKU         string            `json:"sku"`
-	Model       string            `json:"model"`
-	GPUs        int               `json:"gpus"`
-	Allocated   GPUs              `json:"allocated_gpus"`
-	Reservation string            `json:"reservation,omitempty"`
-	Down        bool              `json:"down,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
+	ID          string `json:"id"`
+	Region      string `json:"region"`
+	Zone        string `json:"zone,omitempty"`
+	Block       string `json:"block"`
+	SKU         string `json:"sku"`
+	Model       string `json:"model"`
+	GPUs        int    `json:"gpus"`
+	Allocated   GPUs   `json:"allocated_gpus"`
+	Reservation string `json:"reservation,omitempty"`
+	Down        bool   `json:"down,omitempty"`
+	// Drained: taken out of service by an operator (PATCH drained).
+	Drained bool              `json:"drained,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// NodeUpdate changes a node (admin): drain or undrain it, replace its
+// labels. Absent fields stay as they are.
+type NodeUpdate struct {
+	Drained *bool              `json:"drained,omitempty"`
+	Labels  *map[string]string `json:"labels,omitempty"`
 }
 
 // NodeRegistration registers a machine (the agent API; admin here).

@@ -613,7 +613,34 @@ func newNodeCmd() *cobra.Command {
 	}
 	tokCreate.Flags().StringVar(&tokName, "name", "agent", "token name")
 	token.AddCommand(tokCreate)
-	cmd.AddCommand(listCmd, token)
+	setDrained := func(use, short string, drained bool) *cobra.Command {
+		return &cobra.Command{
+			Use: use + " NODE", Short: short, Args: cobra.ExactArgs(1),
+			RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+				n, err := cl.UpdateNode(ctx, args[0], api.NodeUpdate{Drained: &drained})
+				if err != nil {
+					return err
+				}
+				return c.emit(out, n, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "ID\tDRAINED\tALLOCATED")
+					fmt.Fprintf(tw, "%s\t%v\t%s\n", n.ID, n.Drained, gpuStr(n.Allocated))
+				})
+			}),
+		}
+	}
+	del := &cobra.Command{
+		Use: "delete NODE", Short: "Remove a node that runs nothing and no reservation or partition holds (drain it first; stop its agent)", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			if err := cl.DeleteNode(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "node %s deleted\n", args[0])
+			return nil
+		}),
+	}
+	cmd.AddCommand(listCmd, token, del,
+		setDrained("drain", "Take a node out of service: its work is evicted and requeued, it takes none", true),
+		setDrained("undrain", "Return a drained node to service", false))
 	return cmd
 }
 

@@ -175,6 +175,17 @@ func (c *Client) SetQuotas(ctx context.Context, tenant string, qs []api.Quota) (
 
 // CreateToken creates a token for a tenant (admin); the secret is only
 // returned here.
+// UpdateNode drains, undrains or relabels a node (admin).
+func (c *Client) UpdateNode(ctx context.Context, id string, u api.NodeUpdate) (api.Node, error) {
+	var out api.Node
+	return out, c.Do(ctx, "PATCH", "/v1/nodes/"+esc(id), u, &out)
+}
+
+// DeleteNode removes a node that nothing holds (admin).
+func (c *Client) DeleteNode(ctx context.Context, id string) error {
+	return c.Do(ctx, "DELETE", "/v1/nodes/"+esc(id), nil, nil)
+}
+
 // CreateNodeToken creates the token of one node's agent (admin).
 func (c *Client) CreateNodeToken(ctx context.Context, node, name string) (api.Token, error) {
 	var out api.Token

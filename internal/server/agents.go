@@ -287,7 +287,7 @@ func (s *Server) tasksOf(ctx context.Context, id fleet.NodeID) (api.HeartbeatRep
 				host[n.ID] = h
 			}
 			if n.ID == id {
-				reply.Down, reply.Lost = n.Down, n.Lost
+				reply.Down, reply.Lost = n.Down || n.Drained, n.Lost
 			}
 		}
 		if reply.Down {

@@ -22,6 +22,7 @@ var bodyRoutes = []struct {
 	{"PUT", "/v1/tenants/contoso/quotas", "admin", `{"quotas":[{"flavor":"H100-80G","limit":8,"lendable":0}]}`},
 	{"POST", "/v1/tenants/contoso/tokens", "admin", `{"name":"ci"}`},
 	{"POST", "/v1/nodes/n9/tokens", "admin", `{"name":"agent"}`},
+	{"PATCH", "/v1/nodes/eus-a-n0001", "admin", `{"drained":true,"labels":{"pool":"batch"}}`},
 	{"POST", "/v1/nodes", "admin", `{"id":"n9","region":"eastus","zone":"1","block":"eus-h","sku":"Standard_ND96isr_H100_v5"}`},
 	{"PUT", "/v1/alerts", "admin", `{"file":"a.yaml","source":"rules:\n  - {name: r, metric: pending_gpus, aggregation: avg, window: 5m, frequency: 1m, operator: '>', threshold: 1}\n"}`},
 	{"POST", "/v1/policies", "admin", `{"name":"p","source":"policies:\n  - name: r\n    when: {metric: utilization, above: 85%}\n    then: [{type: set_limit, target: tenant:contoso, limit: 8}]\n"}`},

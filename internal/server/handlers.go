@@ -20,6 +20,8 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/nodes", s.listNodes},
 		{"POST /v1/nodes", s.registerNode},
 		{"GET /v1/nodes/{id}", s.getNode},
+		{"PATCH /v1/nodes/{id}", s.updateNode},
+		{"DELETE /v1/nodes/{id}", s.deleteNode},
 		{"GET /v1/tenants", s.listTenants},
 		{"POST /v1/tenants", s.createTenant},
 		{"GET /v1/tenants/{tenant}", s.getTenant},
@@ -181,7 +183,7 @@ func (s *Server) nodesOut(wd *world) []api.Node {
 	out := []api.Node{}
 	for _, n := range wd.Nodes {
 		o := api.Node{ID: string(n.ID), Region: n.Region, Zone: n.Zone, Block: string(n.Block), SKU: string(n.SKU),
-			Down: n.Down, Labels: n.Labels, Allocated: api.GPUs(alloc[n.ID]), Reservation: resOf[n.ID]}
+			Down: n.Down || n.Drained, Drained: n.Drained, Labels: n.Labels, Allocated: api.GPUs(alloc[n.ID]), Reservation: resOf[n.ID]}
 		if sku, ok := wd.Catalog.SKU(n.SKU); ok {
 			o.Model, o.GPUs = string(sku.Model), sku.GPUs
 		}

@@ -48,6 +48,7 @@ func TestIsolation(t *testing.T) {
 		"PUT /v1/alerts":                                    `{"source":"rules: []"}`,
 		"POST /v1/nodes/{id}/heartbeat":                     `{"gpus":[],"running":[]}`,
 		"POST /v1/nodes/{id}/tokens":                        `{"name":"steal"}`,
+		"PATCH /v1/nodes/{id}":                              `{"drained":true}`,
 		"PUT /v1/partitions/{name}":                         `{"tenant":"fabrikam","nodes":["eus-a-n0000"]}`,
 		"POST /v1/metrics":                                  `{"samples":[{"metric":"p95_latency","target":"service:chat","value":0.2}]}`,
 	}
@@ -93,6 +94,8 @@ func TestIsolation(t *testing.T) {
 		"PUT /v1/alerts":                                    forbidden,
 		"POST /v1/nodes/{id}/heartbeat":                     forbidden,
 		"POST /v1/nodes/{id}/tokens":                        forbidden,
+		"PATCH /v1/nodes/{id}":                              forbidden,
+		"DELETE /v1/nodes/{id}":                             forbidden,
 		"GET /v1/tenants/{tenant}/workloads/{name}/logs":    hidden,
 		"GET /v1/partitions":                                forbidden,
 		"POST /v1/metrics":                                  forbidden,

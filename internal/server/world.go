@@ -77,7 +77,7 @@ func loadWorldWith(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool, cach
 			GPUs: sku.GPUs, CPU: resource.MilliCPU(sku.VCPUs) * 1000, Memory: resource.MiB(sku.MemoryGiB) * 1024,
 			Labels: n.Labels,
 		})
-		if n.Down {
+		if n.Down || n.Drained {
 			w.Down = append(w.Down, n.ID)
 		}
 	}

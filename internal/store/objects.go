@@ -46,6 +46,9 @@ type Node struct {
 	// Lost is set when the node went down because its agent stopped
 	// heartbeating; the agent's return brings it back up.
 	Lost bool `json:"lost,omitempty"`
+	// Drained is set by an operator: the node is out of service (its work
+	// is evicted, it takes none) until undrained, whatever its agent does.
+	Drained bool `json:"drained,omitempty"`
 }
 
 func (o *Node) Kind() Kind  { return KindNode }

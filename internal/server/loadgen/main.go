@@ -59,7 +59,9 @@ func main() {
 	wg.Wait()
 	elapsed := time.Since(start)
 	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000 }
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
 	json.NewEncoder(os.Stdout).Encode(map[string]float64{"n": float64(*n), "failed": float64(failed.Load()), "subs_per_s": float64(*n) / elapsed.Seconds(),
 		"p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999)})
 }
