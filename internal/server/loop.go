@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -255,6 +256,9 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		in := w.input(now, s.policies.adjust(w))
 		var reprioritized bool
 		in.Workloads, reprioritized = s.policies.reprioritize(in.Workloads)
+		if d := s.policies.drained(w); len(d) > 0 {
+			in.Down = append(slices.Clip(in.Down), d...)
+		}
 		plan := sched.Schedule(in)
 		if len(plan.Placements)+len(plan.Preemptions) > 0 {
 			var res store.Applied

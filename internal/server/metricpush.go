@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -129,4 +130,31 @@ func targets(t policy.Target, x *workload.Workload) bool {
 		return true
 	}
 	return false
+}
+
+// drained returns the nodes the drain actions in force take out of
+// service: those of a pool ("pool" label) or a region. The scheduler
+// treats them as down (their work is evicted, they take none).
+func (pr *policyRunner) drained(w *world) []fleet.NodeID {
+	var acts []policy.Action
+	pr.mu.Lock()
+	for _, n := range sortedKeys(pr.active) {
+		for _, a := range pr.active[n] {
+			if a.Action.Type == policy.ActionDrain {
+				acts = append(acts, a.Action)
+			}
+		}
+	}
+	pr.mu.Unlock()
+	var out []fleet.NodeID
+	for _, n := range w.Nodes {
+		for _, a := range acts {
+			if (a.Target.Kind == policy.TargetPool && n.Labels["pool"] == a.Target.Name) ||
+				(a.Target.Kind == policy.TargetRegion && n.Region == a.Target.Name) {
+				out = append(out, n.ID)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -125,3 +125,50 @@ func TestLatencyPolicyGivesPriority(t *testing.T) {
 		t.Errorf("contoso's guaranteed work is %s; priority must not take another tenant's guarantee", w.State)
 	}
 }
+
+// TestPolicyDrain: a drain action in force takes a region's machines out
+// of service — the work there is evicted and waits — and they return when
+// the policy goes.
+func TestPolicyDrain(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	c := h.tenant("contoso")
+	if _, err := c.Submit(h.ctx, "contoso", spec("west", 8, 1, "westus2")); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	state := func() string {
+		w, err := c.Workload(h.ctx, "contoso", "west")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.State
+	}
+	if s := state(); s != "Running" {
+		t.Fatalf("west is %s, want Running", s)
+	}
+	rules := `policies:
+  - name: evacuate_west
+    when: {metric: utilization, of: cluster, above: 1%}
+    then:
+      - {type: drain, target: region:westus2}
+`
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "evacuate", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	h.s.Cycle(h.ctx)
+	if s := state(); s != "Pending" {
+		t.Fatalf("west is %s while westus2 is drained, want Pending", s)
+	}
+	h.s.Cycle(h.ctx)
+	if s := state(); s != "Pending" {
+		t.Fatalf("west is %s, placed again on a drained region", s)
+	}
+	if err := h.admin.DeletePolicy(h.ctx, "evacuate"); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	if s := state(); s != "Running" {
+		t.Fatalf("west is %s after the policy went, want Running", s)
+	}
+}
