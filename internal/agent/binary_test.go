@@ -61,6 +61,14 @@ func TestAgentBinarySIGKILL(t *testing.T) {
 		})
 		return cmd
 	}
+	t.Cleanup(func() { // on failure, what the agents said
+		if t.Failed() {
+			for _, f := range []string{"agent-1.log", "agent-2.log"} {
+				b, _ := os.ReadFile(filepath.Join(e.dir, f))
+				t.Logf("%s:\n%s", f, b)
+			}
+		}
+	})
 	agent := start("agent-1.log")
 	e.waitFor("the binary agent's node", 10*time.Second, func() bool { ns, _ := e.admin.Nodes(e.ctx, ""); return len(ns) == 1 })
 	e.submit("job", "normal", 1, 200*time.Millisecond, "60")
