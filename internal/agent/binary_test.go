@@ -73,12 +73,13 @@ func TestAgentBinarySIGKILL(t *testing.T) {
 	e.waitFor("the binary agent's node", 10*time.Second, func() bool { ns, _ := e.admin.Nodes(e.ctx, ""); return len(ns) == 1 })
 	e.submit("job", "normal", 1, 200*time.Millisecond, "60")
 	var w api.Workload
+	var orphan int
 	e.waitFor("the job to run", 10*time.Second, func() bool {
 		w = e.workload("job")
-		return w.State == "Running" && exists(filepath.Join(e.out, "job-0.pid"))
+		// The pid file may be seen between its creation and its write.
+		orphan = readPID(filepath.Join(e.out, "job-0.pid"))
+		return w.State == "Running" && orphan > 0
 	})
-	b, _ := os.ReadFile(filepath.Join(e.out, "job-0.pid"))
-	orphan, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	os.Remove(filepath.Join(e.out, "job-0.pid"))
 	startedAt := w.Running.StartedAt
 
@@ -108,15 +109,23 @@ func TestAgentBinarySIGKILL(t *testing.T) {
 	e.waitFor("the restarted agent to stop the orphan", 10*time.Second, func() bool {
 		return syscall.Kill(orphan, 0) != nil || zombie(orphan)
 	})
+	var pid int
 	e.waitFor("the node to come back and the job to run again", 10*time.Second, func() bool {
 		w = e.workload("job")
-		return w.State == "Running" && exists(filepath.Join(e.out, "job-0.pid"))
+		pid = readPID(filepath.Join(e.out, "job-0.pid"))
+		return w.State == "Running" && pid > 0
 	})
-	b, _ = os.ReadFile(filepath.Join(e.out, "job-0.pid"))
-	if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid == orphan || pid <= 0 {
+	if pid == orphan {
 		t.Fatalf("the job runs as %d again (orphan %d)", pid, orphan)
 	}
 	if syscall.Kill(orphan, 0) == nil && !zombie(orphan) {
 		t.Fatalf("orphan %d is running again", orphan)
 	}
+}
+
+// readPID reads a pid file the job script writes; 0 until it holds one.
+func readPID(path string) int {
+	b, _ := os.ReadFile(path)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
 }

@@ -305,13 +305,13 @@ func TestNodeLoss(t *testing.T) {
 	e.waitFor("two nodes", 5*time.Second, func() bool { ns, _ := e.admin.Nodes(e.ctx, ""); return len(ns) == 2 })
 	e.submit("job", "normal", 1, 200*time.Millisecond, "60")
 	var w api.Workload
+	var orphan int
 	e.waitFor("the job to run", 10*time.Second, func() bool {
 		w = e.workload("job")
-		return w.State == "Running" && exists(filepath.Join(e.out, "job-0.pid"))
+		orphan = readPID(filepath.Join(e.out, "job-0.pid"))
+		return w.State == "Running" && orphan > 0
 	})
 	victim := w.Running.Replicas[0].Node
-	b, _ := os.ReadFile(filepath.Join(e.out, "job-0.pid"))
-	orphan, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	os.Remove(filepath.Join(e.out, "job-0.pid"))
 	killed := time.Now()
 	e.kill(victim)
