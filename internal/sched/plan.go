@@ -28,6 +28,10 @@ type Plan struct {
 	// submissions pour into a full fleet). Empty when a scorer draws random
 	// numbers.
 	Classes []Class `json:"-"`
+
+	// shielded is set when the cycle was decided again with shielded
+	// victims (see Schedule); tests read it.
+	shielded bool
 }
 
 // Class is a pending decision and the workload it was made for.

@@ -76,7 +76,7 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 	// Priority preemption across tenants only takes borrowed capacity:
 	// taking another tenant's guaranteed share would let it reclaim the
 	// share back at once, and the two would evict each other forever.
-	if r.w.Preemptible && r.w.Priority < cl.w.Priority && (r.tenant == cl.tenant || r.borrows) {
+	if r.w.Preemptible && r.w.Priority < cl.w.Priority && (r.tenant == cl.tenant || (r.borrows && !s.shield[r.w.Name])) {
 		return victim{ri, 1}, true
 	}
 	return victim{}, false
@@ -320,6 +320,9 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 			why = fmt.Sprintf("tenant %s reclaims its guarantee of %s in %s from borrower %s", s.tree.Tenants[cl.tenant].Name, cl.cand.model, cl.cand.region, s.tree.Tenants[r.tenant].Name)
 		default:
 			why = fmt.Sprintf("preempted by higher priority %s workload", cl.w.Priority)
+			if r.tenant != cl.tenant {
+				s.claimPrio = append(s.claimPrio, v.run)
+			}
 		}
 		out = append(out, Preemption{
 			Workload:    r.w.Name,

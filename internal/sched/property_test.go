@@ -563,8 +563,8 @@ func propSettled(in Input, p Plan) error {
 		in.Down = nil
 		p = Schedule(in)
 	}
-	if len(p.Placements) > 0 || len(p.Preemptions) > 0 {
-		return nil // not settled within 8 cycles (rare); nothing to check
+	if len(p.Placements) > 0 || len(p.Preemptions) > 0 || p.shielded {
+		return nil // not settled within 8 cycles, or decided with shields (rare): no classes to check
 	}
 	if len(p.Pending) > 0 && len(p.Classes) == 0 && !isChooser(in.Options.Scorer) {
 		return fmt.Errorf("%d pending but no classes", len(p.Pending))

@@ -16,8 +16,57 @@ import (
 
 // Schedule runs one cycle: order → admit → place → preempt → overflow →
 // emit. It is pure: the same Input gives the same Plan, byte for byte.
+//
+// Priority preemption across tenants takes only borrowed capacity, judged
+// at the start of the cycle. When the victim's tenant shrinks later in the
+// same cycle (its own work replaced by smaller work), the victim can end
+// the cycle within its tenant's guarantee and would reclaim its place from
+// its evictor next cycle. The cycle is then decided again with such
+// victims shielded from priority preemption by other tenants (at most
+// maxShieldRounds times), so that evictions never undo each other.
 func Schedule(in Input) Plan {
-	s, _ := newSnapshot(&in)
+	var shield map[workload.ID]bool
+	for round := 0; ; round++ {
+		plan, s := scheduleOnce(&in, shield)
+		if round > 0 {
+			// Decided with shields: alike work added to the same state
+			// would not be decided alike (the shields depend on the
+			// placements), so the state is not settled (Plan.Classes).
+			plan.Classes, plan.shielded = nil, true
+		}
+		undone := s.wouldReclaim()
+		if len(undone) == 0 || round == maxShieldRounds {
+			return plan
+		}
+		if shield == nil {
+			shield = map[workload.ID]bool{}
+		}
+		for _, id := range undone {
+			shield[id] = true
+		}
+	}
+}
+
+// maxShieldRounds bounds how often a cycle is decided again (see Schedule).
+const maxShieldRounds = 3
+
+// wouldReclaim lists the victims of other tenants' priority claims that end
+// the cycle within their tenant's guarantee where they ran.
+func (s *snapshot) wouldReclaim() []workload.ID {
+	var out []workload.ID
+	for _, ri := range s.foreignPrio {
+		r := &s.run[ri]
+		q, idx, ok := s.tree.Entry(r.tenant, r.key.Model, r.key.Region)
+		if ok && s.usage[r.tenant][idx].Add(r.w.TotalGPUs()) <= q.Guaranteed {
+			out = append(out, r.w.Name)
+		}
+	}
+	return out
+}
+
+func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
+	s, _ := newSnapshot(in)
+	s.shield = shield
 	var plan Plan
 	s.evictDown(&plan)
 	pending := s.order()
@@ -50,7 +99,7 @@ func Schedule(in Input) Plan {
 	if s.placed == 0 && len(plan.Preemptions) == 0 {
 		plan.Classes = s.classes()
 	}
-	return plan
+	return plan, s
 }
 
 // classes lists the remembered pending decisions by example name (see
@@ -637,6 +686,7 @@ func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
 // it commits and emits, otherwise it rolls everything back.
 func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	mark := s.mark()
+	s.claimPrio = s.claimPrio[:0]
 	freeBefore, protectedBefore := s.free[cl.key], resource.MilliGPU(0)
 	if cl.borrow > 0 {
 		protectedBefore = s.protected(cl.key, cl.tenant)
@@ -697,6 +747,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	}
 	s.commit()
 	s.placed++
+	s.foreignPrio = append(s.foreignPrio, s.claimPrio...)
 	if cl.onRes >= 0 {
 		s.resUsed[cl.onRes] = s.resUsed[cl.onRes].Add(cl.total)
 	}

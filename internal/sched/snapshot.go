@@ -144,6 +144,14 @@ type snapshot struct {
 	repeats    map[repeatKey]*repeat
 	lastRepeat *repeat
 
+	// claimPrio collects, during one placement, the running workloads of
+	// other tenants it evicts by priority; foreignPrio those of committed
+	// placements. shield lists workloads such claims may not take (see
+	// Schedule).
+	claimPrio   []int
+	foreignPrio []int
+	shield      map[workload.ID]bool
+
 	// freeGen counts changes to the nodes' free GPUs after the build
 	// (adjust); noFit memoises its "free in reach" sum for the last pool
 	// list at the generation it was computed at.
