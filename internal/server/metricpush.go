@@ -7,9 +7,7 @@ import (
 	"slices"
 
 	"github.com/arbiterhq/arbiter/internal/api"
-	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/policy"
-	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // pushable are the metrics policies read that only the outside world can
@@ -68,93 +66,4 @@ func (s *Server) pushMetrics(w http.ResponseWriter, r *http.Request) error {
 	pr.mu.Unlock()
 	writeJSON(w, http.StatusOK, api.MetricsAccepted{Accepted: len(in)})
 	return nil
-}
-
-// reprioritize returns the scheduler's workloads with the priority the
-// set_priority actions in force give them (pending and running alike, as
-// the simulator does), and whether any action applied. Matched workloads
-// are copied; the others are shared.
-func (pr *policyRunner) reprioritize(ws []*workload.Workload) ([]*workload.Workload, bool) {
-	var acts []policy.Action
-	pr.mu.Lock()
-	for _, n := range sortedKeys(pr.active) {
-		for _, a := range pr.active[n] {
-			if a.Action.Type == policy.ActionSetPriority {
-				acts = append(acts, a.Action)
-			}
-		}
-	}
-	pr.mu.Unlock()
-	if len(acts) == 0 {
-		return ws, false
-	}
-	out := ws
-	copied := false
-	for i, x := range ws {
-		prio, ok := x.Priority, false
-		for _, a := range acts { // later policies and rules win
-			if targets(a.Target, x) {
-				prio, ok = workload.Priority(a.Priority-1), true
-			}
-		}
-		if !ok || prio == x.Priority {
-			continue
-		}
-		if !copied {
-			out, copied = slices.Clone(ws), true
-		}
-		c := *x
-		c.Priority = prio
-		out[i] = &c
-	}
-	return out, true
-}
-
-// targets reports whether a policy target names workload x: its tenant;
-// its class (kind, priority class or "class" label); its "service" label;
-// or a selector its labels satisfy.
-func targets(t policy.Target, x *workload.Workload) bool {
-	switch t.Kind {
-	case policy.TargetTenant:
-		return x.Tenant == t.Name
-	case policy.TargetClass:
-		return x.Kind.String() == t.Name || x.Priority.String() == t.Name || x.Labels["class"] == t.Name
-	case policy.TargetService:
-		return x.Labels["service"] == t.Name
-	case policy.TargetSelector:
-		for k, v := range t.Labels() {
-			if x.Labels[k] != v {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// drained returns the nodes the drain actions in force take out of
-// service: those of a pool ("pool" label) or a region. The scheduler
-// treats them as down (their work is evicted, they take none).
-func (pr *policyRunner) drained(w *world) []fleet.NodeID {
-	var acts []policy.Action
-	pr.mu.Lock()
-	for _, n := range sortedKeys(pr.active) {
-		for _, a := range pr.active[n] {
-			if a.Action.Type == policy.ActionDrain {
-				acts = append(acts, a.Action)
-			}
-		}
-	}
-	pr.mu.Unlock()
-	var out []fleet.NodeID
-	for _, n := range w.Nodes {
-		for _, a := range acts {
-			if (a.Target.Kind == policy.TargetPool && n.Labels["pool"] == a.Target.Name) ||
-				(a.Target.Kind == policy.TargetRegion && n.Region == a.Target.Name) {
-				out = append(out, n.ID)
-				break
-			}
-		}
-	}
-	return out
 }

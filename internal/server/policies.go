@@ -12,9 +12,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/policy"
-	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/store"
-	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
 
@@ -253,55 +251,6 @@ func (pr *policyRunner) tick(ctx context.Context) {
 		pr.s.log.Info("policy firing", "policy", f.Policy, "rule", f.Rule, "event", f.Event, "text", f.Text)
 	}
 	pr.s.notify(true)
-}
-
-// adjust returns the tenant tree with the actions in force applied.
-func (pr *policyRunner) adjust(w *world) *tenancy.Tree {
-	pr.mu.Lock()
-	var acts []policy.ActiveAction
-	for _, n := range sortedKeys(pr.active) {
-		acts = append(acts, pr.active[n]...)
-	}
-	pr.mu.Unlock()
-	changed := false
-	ts := make([]*store.Tenant, len(w.Tenants))
-	for i, t := range w.Tenants {
-		c := *t
-		c.Quotas = append([]store.Quota(nil), t.Quotas...)
-		ts[i] = &c
-	}
-	for _, a := range acts {
-		if a.Action.Target.Kind != policy.TargetTenant {
-			continue
-		}
-		for _, t := range ts {
-			if t.Name != a.Action.Target.Name {
-				continue
-			}
-			for qi := range t.Quotas {
-				q := &t.Quotas[qi]
-				switch a.Action.Type {
-				case policy.ActionSetLimit:
-					l := max(resource.MilliGPU(a.Action.Limit.Value*resource.PerGPU), q.Guaranteed)
-					q.Limit, changed = &l, true
-				case policy.ActionScaleDown:
-					if q.Limit != nil {
-						l := max(resource.MilliGPU(float64(*q.Limit)*a.Action.MinCapacity.Value), q.Guaranteed)
-						q.Limit, changed = &l, true
-					}
-				}
-			}
-		}
-	}
-	if !changed {
-		return w.Tree
-	}
-	tree, err := buildTree(ts)
-	if err != nil {
-		pr.s.log.Warn("policy: actions make the tenant tree invalid; not applied", "err", err)
-		return w.Tree
-	}
-	return tree
 }
 
 // ---- handlers ----

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"slices"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// The policy actions in force change the scheduler's input each cycle,
+// never the stored state: set_limit and scale_down the tenant tree
+// (adjust), set_priority the workloads' priority (reprioritize), drain the
+// nodes in service (drained). The rest are recorded only.
+
+// inForce returns the actions of these types in force, by policy name
+// then rule order (so later policies win where two set the same thing).
+func (pr *policyRunner) inForce(types ...policy.ActionType) []policy.Action {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var out []policy.Action
+	for _, n := range sortedKeys(pr.active) {
+		for _, a := range pr.active[n] {
+			if slices.Contains(types, a.Action.Type) {
+				out = append(out, a.Action)
+			}
+		}
+	}
+	return out
+}
+
+// adjust returns the tenant tree with the actions in force applied.
+func (pr *policyRunner) adjust(w *world) *tenancy.Tree {
+	acts := pr.inForce(policy.ActionSetLimit, policy.ActionScaleDown)
+	changed := false
+	ts := make([]*store.Tenant, len(w.Tenants))
+	for i, t := range w.Tenants {
+		c := *t
+		c.Quotas = append([]store.Quota(nil), t.Quotas...)
+		ts[i] = &c
+	}
+	for _, a := range acts {
+		if a.Target.Kind != policy.TargetTenant {
+			continue
+		}
+		for _, t := range ts {
+			if t.Name != a.Target.Name {
+				continue
+			}
+			for qi := range t.Quotas {
+				q := &t.Quotas[qi]
+				switch a.Type {
+				case policy.ActionSetLimit:
+					l := max(resource.MilliGPU(a.Limit.Value*resource.PerGPU), q.Guaranteed)
+					q.Limit, changed = &l, true
+				case policy.ActionScaleDown:
+					if q.Limit != nil {
+						l := max(resource.MilliGPU(float64(*q.Limit)*a.MinCapacity.Value), q.Guaranteed)
+						q.Limit, changed = &l, true
+					}
+				}
+			}
+		}
+	}
+	if !changed {
+		return w.Tree
+	}
+	tree, err := buildTree(ts)
+	if err != nil {
+		pr.s.log.Warn("policy: actions make the tenant tree invalid; not applied", "err", err)
+		return w.Tree
+	}
+	return tree
+}
+
+// reprioritize returns the scheduler's workloads with the priority the
+// set_priority actions in force give them (pending and running alike, as
+// the simulator does), and whether any action applied. Matched workloads
+// are copied; the others are shared.
+func (pr *policyRunner) reprioritize(ws []*workload.Workload) ([]*workload.Workload, bool) {
+	acts := pr.inForce(policy.ActionSetPriority)
+	if len(acts) == 0 {
+		return ws, false
+	}
+	out := ws
+	copied := false
+	for i, x := range ws {
+		prio, ok := x.Priority, false
+		for _, a := range acts { // later policies and rules win
+			if targets(a.Target, x) {
+				prio, ok = workload.Priority(a.Priority-1), true
+			}
+		}
+		if !ok || prio == x.Priority {
+			continue
+		}
+		if !copied {
+			out, copied = slices.Clone(ws), true
+		}
+		c := *x
+		c.Priority = prio
+		out[i] = &c
+	}
+	return out, true
+}
+
+// targets reports whether a policy target names workload x: its tenant;
+// its class (kind, priority class or "class" label); its "service" label;
+// or a selector its labels satisfy.
+func targets(t policy.Target, x *workload.Workload) bool {
+	switch t.Kind {
+	case policy.TargetTenant:
+		return x.Tenant == t.Name
+	case policy.TargetClass:
+		return x.Kind.String() == t.Name || x.Priority.String() == t.Name || x.Labels["class"] == t.Name
+	case policy.TargetService:
+		return x.Labels["service"] == t.Name
+	case policy.TargetSelector:
+		for k, v := range t.Labels() {
+			if x.Labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// drained returns the nodes the drain actions in force take out of
+// service: those of a pool ("pool" label) or a region. The scheduler
+// treats them as down (their work is evicted, they take none).
+func (pr *policyRunner) drained(w *world) []fleet.NodeID {
+	acts := pr.inForce(policy.ActionDrain)
+	var out []fleet.NodeID
+	for _, n := range w.Nodes {
+		for _, a := range acts {
+			if (a.Target.Kind == policy.TargetPool && n.Labels["pool"] == a.Target.Name) ||
+				(a.Target.Kind == policy.TargetRegion && n.Region == a.Target.Name) {
+				out = append(out, n.ID)
+				break
+			}
+		}
+	}
+	return out
+}
