@@ -462,3 +462,68 @@ func payload(r *Rule, labels map[string]string, cond string, fired, resolved tim
 	}
 	return p
 }
+
+// Saved is what survives a restart of a rule's alerts: whether each is
+// fired and since when (the whole rule's, or each split instance's by
+// series).
+type Saved struct {
+	Fired     bool                  `json:"fired,omitempty"`
+	FiredAt   time.Time             `json:"fired_at,omitzero"`
+	Instances map[string]SavedAlert `json:"instances,omitempty"`
+}
+
+// SavedAlert is one split instance's saved state.
+type SavedAlert struct {
+	Labels  map[string]string `json:"labels"`
+	FiredAt time.Time         `json:"fired_at"`
+}
+
+// Save returns the fired alerts by rule definition (a changed rule does
+// not inherit its old state).
+func (e *Evaluator) Save() map[string]Saved {
+	out := map[string]Saved{}
+	for _, rs := range e.rules {
+		sv := Saved{Fired: rs.Fired, FiredAt: rs.FiredAt}
+		if rs.rule.Split {
+			sv.Fired, sv.FiredAt = false, time.Time{}
+			for k, in := range rs.inst {
+				if in.Fired {
+					if sv.Instances == nil {
+						sv.Instances = map[string]SavedAlert{}
+					}
+					sv.Instances[k] = SavedAlert{Labels: in.Labels, FiredAt: in.FiredAt}
+				}
+			}
+		}
+		if sv.Fired || len(sv.Instances) > 0 {
+			out[rs.key] = sv
+		}
+	}
+	return out
+}
+
+// Restore marks the alerts of rules with an unchanged definition fired as
+// saved, so that a restarted server neither fires them again nor forgets
+// to resolve them.
+func (e *Evaluator) Restore(m map[string]Saved) {
+	for _, rs := range e.rules {
+		sv, ok := m[rs.key]
+		if !ok {
+			continue
+		}
+		if !rs.rule.Split {
+			rs.Fired, rs.FiredAt = sv.Fired, sv.FiredAt
+			continue
+		}
+		if rs.inst == nil {
+			rs.inst = map[string]*Instance{}
+		}
+		for k, a := range sv.Instances {
+			rs.inst[k] = &Instance{Labels: a.Labels, Fired: true, FiredAt: a.FiredAt}
+			if !rs.Fired || a.FiredAt.Before(rs.FiredAt) {
+				rs.FiredAt = a.FiredAt
+			}
+			rs.Fired = true
+		}
+	}
+}

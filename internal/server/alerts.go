@@ -20,8 +20,14 @@ import (
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
 
-// settingAlerts is the setting that holds the applied alert rules file.
-const settingAlerts = "alerts"
+// settingAlerts is the setting that holds the applied alert rules file;
+// settingAlertState the fired alerts (alert.Saved by rule), written with
+// every change so that a restart neither fires them again nor forgets to
+// resolve them.
+const (
+	settingAlerts     = "alerts"
+	settingAlertState = "alert-state"
+)
 
 type alertsSetting struct {
 	File      string    `json:"file"`
@@ -91,9 +97,15 @@ func (ar *alertRunner) load(ctx context.Context) error {
 			return nil
 		}
 		ar.mu.Lock()
+		defer ar.mu.Unlock()
 		ar.eval.SetRules(f)
 		ar.set = &set
-		ar.mu.Unlock()
+		if st, err := store.Get[store.Setting](tx, settingAlertState); err == nil {
+			var saved map[string]alert.Saved
+			if json.Unmarshal(st.Value, &saved) == nil {
+				ar.eval.Restore(saved)
+			}
+		}
 		return nil
 	})
 }
@@ -286,11 +298,17 @@ func (ar *alertRunner) tick(ctx context.Context) int {
 	ar.mu.Lock()
 	ar.eval.Observe(now, ar.sample())
 	notes := ar.eval.Evaluate(now)
+	saved, jerr := json.Marshal(ar.eval.Save())
 	ar.mu.Unlock()
 	if len(notes) == 0 {
 		return 0
 	}
 	err := ar.s.st.Update(ctx, func(tx store.WriteTx) error {
+		if jerr == nil {
+			if err := store.Put(tx, &store.Setting{Name: settingAlertState, Value: saved}, store.Any); err != nil {
+				return err
+			}
+		}
 		for _, n := range notes {
 			e := n.Payload.Data.Essentials
 			c := n.Payload.Data.AlertContext.Condition.AllOf[0]

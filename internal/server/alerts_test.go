@@ -231,3 +231,74 @@ rules:
 		}
 	}
 }
+
+// TestAlertsSurviveRestart: a fired alert stays fired across a restart of
+// the server (no second firing while its condition holds) and resolves
+// when the condition clears.
+func TestAlertsSurviveRestart(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now().UTC()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	got := make(chan alert.Payload, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p alert.Payload
+		b, _ := io.ReadAll(r.Body)
+		json.Unmarshal(b, &p)
+		got <- p
+	}))
+	defer hook.Close()
+	h := newHarness(t, testConfig, Options{Clock: clock, RateLimit: -1})
+	rules := `webhook: ` + hook.URL + `
+rules:
+  - name: waiting
+    metric: pending_gpus
+    labels: {tenant: contoso}
+    aggregation: max
+    window: 1m
+    frequency: 1m
+    operator: ">"
+    threshold: 0
+`
+	if _, err := h.admin.ApplyAlerts(h.ctx, api.AlertsApply{File: "alerts.yaml", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.tenant("contoso")
+	if _, err := c.Submit(h.ctx, "contoso", spec("big", 8, 8)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	if n := h.s.TickAlerts(h.ctx); n != 1 {
+		t.Fatalf("first server delivered %d, want the firing", n)
+	}
+	<-got
+
+	// A new server on the same store: the alert is still fired.
+	s2, err := New(h.ctx, Options{Store: h.st, AdminToken: testAdmin, Clock: clock, RateLimit: -1, Logger: h.s.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Cycle(h.ctx)
+	advance(time.Minute)
+	if n := s2.TickAlerts(h.ctx); n != 0 {
+		t.Fatalf("restarted server delivered %d while the condition holds, want 0 (already fired)", n)
+	}
+	if st := s2.alerts.out(); len(st.Items) != 1 || st.Items[0].State != "Fired" {
+		t.Fatalf("restarted server's alert: %+v", st.Items)
+	}
+	if _, err := c.Cancel(h.ctx, "contoso", "big"); err != nil {
+		t.Fatal(err)
+	}
+	s2.Cycle(h.ctx)
+	n := 0
+	for i := 0; i < 3; i++ { // the window clears within a few evaluations
+		advance(time.Minute)
+		n += s2.TickAlerts(h.ctx)
+	}
+	if n != 1 {
+		t.Fatalf("delivered %d once the condition cleared, want the resolution only", n)
+	}
+	if p := <-got; p.Data.Essentials.MonitorCondition != "Resolved" {
+		t.Fatalf("got %+v, want Resolved", p.Data.Essentials)
+	}
+}
