@@ -393,6 +393,42 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal("a tenant applied a policy")
 	}
 
+	// Alerts (a split rule), pushed metrics, partitions and node tokens
+	// through the binary.
+	alerts := writeFile(t, dir, "alerts.yaml", `webhook: http://127.0.0.1:9/hook
+rules:
+  - name: tenant-waiting
+    metric: pending_gpus
+    labels: {tenant: "*"}
+    split: true
+    aggregation: max
+    window: 5m
+    frequency: 1m
+    operator: ">"
+    threshold: 64
+`)
+	if out := mustCLI(t, p, adminToken, "alert", "apply", "-f", alerts); !strings.Contains(out, "tenant-waiting") || !strings.Contains(out, "pending_gpus{tenant=*}") {
+		t.Fatalf("alert apply:\n%s", out)
+	}
+	if out := mustCLI(t, p, adminToken, "alert", "list", "-o", "json"); !strings.Contains(out, `"split": true`) {
+		t.Fatalf("alert list:\n%s", out)
+	}
+	if out, err := cli(t, p, tok["contoso"], "alert", "apply", "-f", alerts); err == nil || !strings.Contains(out, "Forbidden") {
+		t.Fatalf("a tenant applied alert rules:\n%s", out)
+	}
+	if out := mustCLI(t, p, adminToken, "metric", "push", "--metric", "p95_latency", "--target", "service:chat", "--value", "0.2"); !strings.Contains(out, "ACCEPTED") {
+		t.Fatalf("metric push:\n%s", out)
+	}
+	if out, err := cli(t, p, adminToken, "metric", "push", "--metric", "p95_latency", "--target", "chat", "--value", "0.2"); err == nil || !strings.Contains(out, "samples[0].target") {
+		t.Fatalf("metric push without a target kind:\n%s", out)
+	}
+	if out := mustCLI(t, p, adminToken, "partition", "list"); !strings.Contains(out, "NAME") {
+		t.Fatalf("partition list:\n%s", out)
+	}
+	if out := mustCLI(t, p, adminToken, "node", "token", "create", "wus-a-n0000", "-o", "json"); !strings.Contains(out, `"node": "wus-a-n0000"`) {
+		t.Fatalf("node token create:\n%s", out)
+	}
+
 	// Fleet, events, metrics, health, OpenAPI.
 	if out := mustCLI(t, p, adminToken, "node", "list", "--region", "westus2"); strings.Count(out, "wus-a-n") != 2 {
 		t.Fatalf("node list:\n%s", out)
