@@ -29,6 +29,7 @@ type whyIndex struct {
 	Time     time.Time
 	pending  []sched.Pending
 	prev     *whyIndex
+	depth    int // links behind this one
 	once     sync.Once
 	byKey    map[string]sched.Pending
 }
@@ -47,6 +48,30 @@ func (x *whyIndex) Pending(key string) (sched.Pending, bool) {
 		}
 	}
 	return sched.Pending{}, false
+}
+
+// maxWhyDepth bounds the chain of quiet cycles' indexes (a long timer
+// interval could otherwise make it long): past it, the chain is merged.
+const maxWhyDepth = 64
+
+// chainWhy puts x in front of prev, merging the chain into x when it has
+// grown past maxWhyDepth (newer answers win).
+func chainWhy(prev, x *whyIndex) *whyIndex {
+	if prev == nil {
+		return x
+	}
+	if prev.depth+1 < maxWhyDepth {
+		x.prev, x.depth = prev, prev.depth+1
+		return x
+	}
+	var all []sched.Pending
+	for l := prev; l != nil; l = l.prev {
+		all = append(all, l.pending...)
+	}
+	// Oldest first, then x's own: a later entry for a key overrides.
+	slices.Reverse(all)
+	x.pending = append(all, x.pending...)
+	return x
 }
 
 // settled is what the loop keeps of the last full cycle that placed and
@@ -220,7 +245,7 @@ func (s *Server) quietCycle(ctx context.Context, now time.Time, gen uint64) bool
 		s.settled = &next
 	}
 	s.settledMu.Unlock()
-	s.why.Store(&whyIndex{Revision: rev, Time: now, pending: news, prev: s.why.Load()})
+	s.why.Store(chainWhy(s.why.Load(), &whyIndex{Revision: rev, Time: now, pending: news}))
 	s.metrics.quiet(news, ws)
 	return true
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // TestQuietCycles: while submissions alike to work a settled cycle left
@@ -102,5 +104,25 @@ func TestQuietCycles(t *testing.T) {
 	h.s.cycle(h.ctx, true)
 	if quiet() != before+1 {
 		t.Errorf("a cycle after a cancellation was quiet")
+	}
+}
+
+// TestWhyChainMerges: the indexes quiet cycles chain stay bounded and
+// keep every answer.
+func TestWhyChainMerges(t *testing.T) {
+	idx := &whyIndex{pending: []sched.Pending{{Workload: "t/base", Reason: "base"}}}
+	for i := 0; i < 3*maxWhyDepth; i++ {
+		idx = chainWhy(idx, &whyIndex{pending: []sched.Pending{{Workload: workload.ID(fmt.Sprintf("t/w%d", i)), Reason: fmt.Sprint(i)}}})
+		if idx.depth >= maxWhyDepth {
+			t.Fatalf("chain depth %d", idx.depth)
+		}
+	}
+	if p, ok := idx.Pending("t/base"); !ok || p.Reason != "base" {
+		t.Errorf("base answer lost: %+v %v", p, ok)
+	}
+	for i := 0; i < 3*maxWhyDepth; i++ {
+		if p, ok := idx.Pending(fmt.Sprintf("t/w%d", i)); !ok || p.Reason != fmt.Sprint(i) {
+			t.Fatalf("w%d: %+v %v", i, p, ok)
+		}
 	}
 }
