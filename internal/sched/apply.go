@@ -28,7 +28,7 @@ func Apply(ws []*workload.Workload, p Plan, now time.Time) []*workload.Workload 
 			c.Running = nil
 		}
 		if ps, ok := placed[w.Name]; ok {
-			a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, StartedAt: now}
+			a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, Within: ps[0].Within, StartedAt: now}
 			for _, x := range ps {
 				a.Replicas = append(a.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli)})
 			}

@@ -170,7 +170,8 @@ func containsInt(xs []int, x int) bool {
 
 // classifyBorrowers marks the running workloads that sit beyond their
 // tenant's guarantee. A tenant's workloads on one quota entry are taken in
-// order (priority, then oldest first); those whose cumulative GPUs end above
+// order (priority, then those placed within the guarantee, then oldest
+// first, then name); those whose cumulative GPUs end above
 // the guarantee are borrowing and may be reclaimed. The others are within
 // the guarantee and, unless preemptible, are never evicted.
 func (s *snapshot) classifyBorrowers() {
@@ -205,6 +206,15 @@ func (s *snapshot) classifyBorrowers() {
 			x, y := s.run[a].w, s.run[b].w
 			if x.Priority != y.Priority {
 				return int(y.Priority - x.Priority)
+			}
+			if x.Running.Within != y.Running.Within {
+				// What a cycle placed within the guarantee stays first:
+				// work of the tenant placed later as a borrower must not
+				// turn it into a borrower (it would be evicted back).
+				if x.Running.Within {
+					return -1
+				}
+				return 1
 			}
 			if c := x.Running.StartedAt.Compare(y.Running.StartedAt); c != 0 {
 				return c

@@ -53,6 +53,8 @@ type Placement struct {
 	OnReservation bool `json:"on_reservation,omitempty"`
 	// AfterPreemption is set when victims must exit first.
 	AfterPreemption bool `json:"after_preemption,omitempty"`
+	// Within is set when the workload fits in its tenant's guarantee.
+	Within bool `json:"within,omitempty"`
 }
 
 // Preemption evicts a running workload (all its replicas).

@@ -753,6 +753,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	}
 	for i := range placed {
 		placed[i].AfterPreemption = len(victims) > 0
+		placed[i].Within = cl.within
 	}
 	plan.Preemptions = append(plan.Preemptions, victims...)
 	plan.Placements = append(plan.Placements, placed...)

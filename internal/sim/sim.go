@@ -499,7 +499,7 @@ func (s *Sim) cycle() {
 	for _, id := range order {
 		ps := placed[id]
 		j := byName[id]
-		a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, StartedAt: s.now.Add(grace[id])}
+		a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, Within: ps[0].Within, StartedAt: s.now.Add(grace[id])}
 		for _, p := range ps {
 			a.Replicas = append(a.Replicas, workload.Replica{Node: p.Node, GPUs: p.GPUs, Milli: resource.MilliGPU(p.Milli)})
 			n, _ := s.cfg.Fleet.Node(p.Node)

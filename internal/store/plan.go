@@ -102,7 +102,7 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 		if len(ps) != w.Spec.Replicas {
 			return res, fmt.Errorf("store: plan places %d of %d replicas of %s", len(ps), w.Spec.Replicas, w.Key())
 		}
-		a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, StartedAt: now}
+		a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, Within: ps[0].Within, StartedAt: now}
 		for _, p := range ps {
 			a.Replicas = append(a.Replicas, workload.Replica{Node: p.Node, GPUs: p.GPUs, Milli: resource.MilliGPU(p.Milli)})
 		}

@@ -219,8 +219,12 @@ type Assignment struct {
 	Replicas []Replica     `yaml:"replicas"`
 	// OnReservation is set when the workload runs on its own reservation's
 	// capacity (it then does not count against the tenant's quota).
-	OnReservation bool      `yaml:"on_reservation"`
-	StartedAt     time.Time `yaml:"started_at"`
+	OnReservation bool `yaml:"on_reservation"`
+	// Within is set when the workload was placed within its tenant's
+	// guarantee; among a tenant's work of one priority, such work counts
+	// first toward the guarantee (see sched's classifyBorrowers).
+	Within    bool      `yaml:"within"`
+	StartedAt time.Time `yaml:"started_at"`
 	// LastCheckpoint is when the workload last saved progress; zero means
 	// StartedAt.
 	LastCheckpoint time.Time `yaml:"last_checkpoint"`
