@@ -6,6 +6,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -142,6 +143,50 @@ func (pr *policyRunner) drained(w *world) []fleet.NodeID {
 				out = append(out, n.ID)
 				break
 			}
+		}
+	}
+	return out
+}
+
+// spotPrices returns the spot prices set_spot_price actions in force set,
+// for each GPU model and region of the fleet they target (the cluster, a
+// flavor, a region, or the models and regions of a pool's machines; later
+// actions win). Spot work with a lower max price is then not placed there.
+func (pr *policyRunner) spotPrices(w *world) []sched.SpotPrice {
+	acts := pr.inForce(policy.ActionSetSpotPrice)
+	if len(acts) == 0 {
+		return nil
+	}
+	type key struct {
+		model  fleet.ModelID
+		region string
+	}
+	var keys []key
+	pools := map[key]map[string]bool{}
+	for _, n := range w.Fleet.Nodes {
+		k := key{n.Model, n.Region}
+		if pools[k] == nil {
+			pools[k] = map[string]bool{}
+			keys = append(keys, k)
+		}
+		if p := n.Labels["pool"]; p != "" {
+			pools[k][p] = true
+		}
+	}
+	price := map[key]float64{}
+	for _, a := range acts {
+		for _, k := range keys {
+			t := a.Target
+			if t.Kind == policy.TargetCluster || (t.Kind == policy.TargetFlavor && string(k.model) == t.Name) ||
+				(t.Kind == policy.TargetRegion && k.region == t.Name) || (t.Kind == policy.TargetPool && pools[k][t.Name]) {
+				price[k] = a.Price.Value
+			}
+		}
+	}
+	var out []sched.SpotPrice
+	for _, k := range keys {
+		if p, ok := price[k]; ok {
+			out = append(out, sched.SpotPrice{Model: k.model, Region: k.region, PerGPUHour: p})
 		}
 	}
 	return out

@@ -284,6 +284,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		if d := s.policies.drained(w); len(d) > 0 {
 			in.Down = append(slices.Clip(in.Down), d...)
 		}
+		in.SpotPrices = s.policies.spotPrices(w)
 		plan := sched.Schedule(in)
 		if len(plan.Placements)+len(plan.Preemptions) > 0 {
 			var res store.Applied

@@ -172,3 +172,56 @@ func TestPolicyDrain(t *testing.T) {
 		t.Fatalf("west is %s after the policy went, want Running", s)
 	}
 }
+
+// TestPolicySpotPrice: a set_spot_price action in force keeps spot work
+// whose max price is below it off that region, and lets work that pays
+// more through; the price goes with the policy.
+func TestPolicySpotPrice(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	c := h.tenant("fabrikam")
+	if _, err := c.Submit(h.ctx, "fabrikam", spec("steady", 8, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	rules := `policies:
+  - name: surge
+    when: {metric: utilization, of: cluster, above: 1%}
+    then:
+      - {type: set_spot_price, target: region:eastus, price: $5/h}
+`
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "spot", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	for _, x := range []struct {
+		name string
+		max  float64
+	}{{"cheap", 2}, {"rich", 6}} {
+		s := spec(x.name, 1, 1)
+		s.Priority, s.MaxPrice = "spot", x.max
+		if _, err := c.Submit(h.ctx, "fabrikam", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Cycle(h.ctx)
+	why := func(n string) api.Why {
+		w, err := c.Why(h.ctx, "fabrikam", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if w := why("cheap"); w.State != "Pending" || w.Code != "SpotPrice" {
+		t.Errorf("cheap spot work under a $5 price: %+v, want Pending with SpotPrice", w)
+	}
+	if w := why("rich"); w.State != "Running" {
+		t.Errorf("spot work paying $6: %+v, want Running", w)
+	}
+	if err := h.admin.DeletePolicy(h.ctx, "spot"); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	if w := why("cheap"); w.State != "Running" {
+		t.Errorf("cheap spot work once the price went: %+v, want Running", w)
+	}
+}
