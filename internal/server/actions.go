@@ -15,7 +15,8 @@ import (
 // The policy actions in force change the scheduler's input each cycle,
 // never the stored state: set_limit and scale_down the tenant tree
 // (adjust), set_priority the workloads' priority (reprioritize), drain the
-// nodes in service (drained). The rest are recorded only.
+// nodes in service (drained), set_spot_price the spot prices
+// (spotPrices). The rest (migrate, reallocate, notify) are recorded only.
 
 // inForce returns the actions of these types in force, by policy name
 // then rule order (so later policies win where two set the same thing).
