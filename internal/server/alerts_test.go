@@ -2,12 +2,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,25 +14,14 @@ import (
 // webhook on loopback receives a firing, then its resolution when the
 // condition clears; the rules are applied and listed through the API.
 func TestAlertsWebhook(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	tc := &testClock{now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	clock, advance := tc.Now, tc.Advance
 
-	got := make(chan alert.Payload, 16)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p alert.Payload
-		b, _ := io.ReadAll(r.Body)
-		if r.Method != "POST" || r.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &p) != nil {
-			t.Errorf("webhook got %s %q", r.Method, b)
-		}
-		got <- p
-	}))
-	defer hook.Close()
+	hookURL, got := webhookSink(t)
 
 	h := newHarness(t, testConfig, Options{Clock: clock})
 	ctx := h.ctx
-	rules := `webhook: ` + hook.URL + `/alerts?code=secret
+	rules := `webhook: ` + hookURL + `/alerts?code=secret
 rules:
   - name: contoso-pending
     description: contoso has work waiting
@@ -89,7 +73,7 @@ rules:
 	}
 	p := fired["contoso-pending"]
 	es, c := p.Data.Essentials, p.Data.AlertContext.Condition
-	if p.SchemaID != "azureMonitorCommonAlertSchema" || es.MonitorCondition != "Fired" || es.Severity != "Sev1" || !es.FiredDateTime.Equal(now) ||
+	if p.SchemaID != "azureMonitorCommonAlertSchema" || es.MonitorCondition != "Fired" || es.Severity != "Sev1" || !es.FiredDateTime.Equal(clock()) ||
 		c.AllOf[0].MetricValue != 64 || c.AllOf[0].MetricName != "pending_gpus" || c.WindowSize != "PT1M" {
 		t.Fatalf("firing payload %+v", p)
 	}
@@ -127,8 +111,8 @@ rules:
 	}
 	p = <-got
 	es = p.Data.Essentials
-	if es.AlertRule != "contoso-pending" || es.MonitorCondition != "Resolved" || es.ResolvedDateTime == nil || !es.ResolvedDateTime.Equal(now) ||
-		!es.FiredDateTime.Equal(now.Add(-121*time.Second)) {
+	if es.AlertRule != "contoso-pending" || es.MonitorCondition != "Resolved" || es.ResolvedDateTime == nil || !es.ResolvedDateTime.Equal(clock()) ||
+		!es.FiredDateTime.Equal(clock().Add(-121*time.Second)) {
 		t.Fatalf("resolution payload %+v", p)
 	}
 	as, _ = h.admin.Alerts(ctx)
@@ -163,20 +147,11 @@ rules:
 // TestAlertsSplit: a split rule alerts once per tenant through the
 // webhook, each naming its tenant, and the API lists its instances.
 func TestAlertsSplit(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Now().UTC()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	got := make(chan alert.Payload, 16)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p alert.Payload
-		b, _ := io.ReadAll(r.Body)
-		json.Unmarshal(b, &p)
-		got <- p
-	}))
-	defer hook.Close()
+	tc := newTestClock()
+	clock, advance := tc.Now, tc.Advance
+	hookURL, got := webhookSink(t)
 	h := newHarness(t, testConfig, Options{Clock: clock, RateLimit: -1})
-	rules := `webhook: ` + hook.URL + `
+	rules := `webhook: ` + hookURL + `
 rules:
   - name: waiting
     metric: pending_gpus
@@ -236,20 +211,11 @@ rules:
 // the server (no second firing while its condition holds) and resolves
 // when the condition clears.
 func TestAlertsSurviveRestart(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Now().UTC()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	got := make(chan alert.Payload, 16)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p alert.Payload
-		b, _ := io.ReadAll(r.Body)
-		json.Unmarshal(b, &p)
-		got <- p
-	}))
-	defer hook.Close()
+	tc := newTestClock()
+	clock, advance := tc.Now, tc.Advance
+	hookURL, got := webhookSink(t)
 	h := newHarness(t, testConfig, Options{Clock: clock, RateLimit: -1})
-	rules := `webhook: ` + hook.URL + `
+	rules := `webhook: ` + hookURL + `
 rules:
   - name: waiting
     metric: pending_gpus

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -15,10 +14,8 @@ import (
 // minute; then the chat workload, low priority and waiting on a full
 // fleet, preempts its own tenant's normal-priority batch work.
 func TestLatencyPolicyGivesPriority(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Now().UTC()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	tc := newTestClock()
+	clock, advance := tc.Now, tc.Advance
 	h := newHarness(t, testConfig, Options{Clock: clock, RateLimit: -1})
 	con, fab := h.tenant("contoso"), h.tenant("fabrikam")
 

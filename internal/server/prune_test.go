@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,10 +16,8 @@ import (
 // the live cache, which follows the log, notices and reads everything
 // again instead of missing changes.
 func TestPruneEvents(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Now().UTC() // the harness seeds the config at the real time
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	tc := newTestClock()
+	clock, advance := tc.Now, tc.Advance
 	h := newHarness(t, testConfig, Options{Clock: clock, RateLimit: -1, EventRetention: time.Hour})
 	c := h.tenant("contoso")
 	for i := 0; i < 6; i++ {

@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/alert"
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/config"
@@ -236,4 +240,35 @@ func TestRevokedTokenRefusedAtOnce(t *testing.T) {
 	if code := apiCode(err); code != api.CodeUnauthenticated {
 		t.Fatalf("revoked token: got %v (code %q), want %s", err, code, api.CodeUnauthenticated)
 	}
+}
+
+// testClock is a wall clock tests move by hand (Options.Clock).
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// newTestClock starts at the real time (the harness seeds the config at
+// the real time, so events stay in order).
+func newTestClock() *testClock { return &testClock{now: time.Now().UTC()} }
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// webhookSink is a loopback webhook: every POSTed alert payload arrives on
+// the channel; a request that is not a JSON POST fails the test.
+func webhookSink(t *testing.T) (string, <-chan alert.Payload) {
+	t.Helper()
+	got := make(chan alert.Payload, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p alert.Payload
+		b, _ := io.ReadAll(r.Body)
+		if r.Method != "POST" || r.Header.Get("Content-Type") != "application/json" || json.Unmarshal(b, &p) != nil {
+			t.Errorf("webhook got %s %q", r.Method, b)
+		}
+		got <- p
+	}))
+	t.Cleanup(hook.Close)
+	return hook.URL, got
 }
