@@ -262,20 +262,32 @@ func (e *Evaluator) Evaluate(now time.Time) []Notification {
 		}
 		v, ok := e.aggregate(r, now)
 		rs.LastEvaluated, rs.LastValue, rs.HasValue = now, v, ok
-		if !ok {
-			continue
-		}
-		breach := compare(r.Operator, v, r.Threshold)
-		switch {
-		case breach && !rs.Fired:
-			rs.Fired, rs.FiredAt = true, now
-			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, r.Labels, Fired, rs.FiredAt, time.Time{}, v)})
-		case !breach && rs.Fired && r.Mitigates():
-			rs.Fired = false
-			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, r.Labels, Resolved, rs.FiredAt, now, v)})
+		if n, changed := rs.step(&rs.Fired, &rs.FiredAt, r.Labels, v, ok, now); changed {
+			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// step moves one alert (the rule's, or a split instance's, whose fired
+// state and time are given) on a new value: it fires when the condition
+// becomes true and, with auto-mitigate, resolves when it clears. No value
+// changes nothing.
+func (rs *ruleState) step(fired *bool, firedAt *time.Time, labels map[string]string, v float64, ok bool, now time.Time) (Notification, bool) {
+	r := &rs.rule
+	if !ok {
+		return Notification{}, false
+	}
+	breach := compare(r.Operator, v, r.Threshold)
+	switch {
+	case breach && !*fired:
+		*fired, *firedAt = true, now
+		return Notification{Webhook: rs.webhook, Payload: payload(r, labels, Fired, now, time.Time{}, v)}, true
+	case !breach && *fired && r.Mitigates():
+		*fired = false
+		return Notification{Webhook: rs.webhook, Payload: payload(r, labels, Resolved, *firedAt, now, v)}, true
+	}
+	return Notification{}, false
 }
 
 // evaluateSplit evaluates each matching series of a split rule as its own
@@ -298,17 +310,8 @@ func (e *Evaluator) evaluateSplit(rs *ruleState, now time.Time) []Notification {
 		}
 		v, ok := fold(r, []*series{s}, now)
 		in.LastValue, in.HasValue = v, ok
-		if !ok {
-			continue
-		}
-		breach := compare(r.Operator, v, r.Threshold)
-		switch {
-		case breach && !in.Fired:
-			in.Fired, in.FiredAt = true, now
-			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, s.labels, Fired, in.FiredAt, time.Time{}, v)})
-		case !breach && in.Fired && r.Mitigates():
-			in.Fired = false
-			out = append(out, Notification{Webhook: rs.webhook, Payload: payload(r, s.labels, Resolved, in.FiredAt, now, v)})
+		if n, changed := rs.step(&in.Fired, &in.FiredAt, s.labels, v, ok, now); changed {
+			out = append(out, n)
 		}
 	}
 	// The rule's summary: fired if any instance is, and the most extreme
