@@ -477,30 +477,11 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
 // machine cannot act for the others or touch tenants. The node need not
 // be registered yet.
 func (s *Server) createNodeToken(w http.ResponseWriter, r *http.Request) error {
-	if err := requireAdmin(r); err != nil {
-		return err
-	}
 	id := r.PathValue("id")
-	if !validName(id) {
-		return badName("id", id)
-	}
-	var req api.TokenRequest
-	if err := s.decode(w, r, &req); err != nil {
-		return err
-	}
-	if req.Name == "" {
-		req.Name = "agent"
-	}
-	if !validName(req.Name) {
-		return badName("name", req.Name)
-	}
-	secret := NewSecret()
-	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
-		return store.Put(tx, &store.Token{Hash: HashToken(secret), Node: id, Name: req.Name, CreatedAt: s.now()}, store.MustNotExist)
+	return s.issueToken(w, r, store.Token{Node: id}, "agent", func(store.ReadTx) error {
+		if !validName(id) {
+			return badName("id", id)
+		}
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, api.Token{Name: req.Name, Node: id, Secret: secret})
-	return nil
 }

@@ -514,31 +514,39 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("tenant")
+	return s.issueToken(w, r, store.Token{Tenant: name}, "default", func(tx store.ReadTx) error { return tenantExists(tx, name) })
+}
+
+// issueToken creates a token (admin) for tok's tenant or node, named by
+// the request (default name otherwise), after check passes in the same
+// transaction; the secret is answered once and only its hash is stored.
+func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, tok store.Token, name string, check func(store.ReadTx) error) error {
 	if err := requireAdmin(r); err != nil {
 		return err
 	}
-	name := r.PathValue("tenant")
 	var req api.TokenRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
 	if req.Name == "" {
-		req.Name = "default"
+		req.Name = name
 	}
 	if !validName(req.Name) {
 		return badName("name", req.Name)
 	}
 	secret := NewSecret()
+	tok.Hash, tok.Name, tok.CreatedAt = HashToken(secret), req.Name, s.now()
 	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
-		if err := tenantExists(tx, name); err != nil {
+		if err := check(tx); err != nil {
 			return err
 		}
-		return store.Put(tx, &store.Token{Hash: HashToken(secret), Tenant: name, Name: req.Name, CreatedAt: s.now()}, store.MustNotExist)
+		return store.Put(tx, &tok, store.MustNotExist)
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, api.Token{Name: req.Name, Tenant: name, Secret: secret})
+	writeJSON(w, http.StatusCreated, api.Token{Name: tok.Name, Tenant: tok.Tenant, Node: tok.Node, Secret: secret})
 	return nil
 }
 
