@@ -22,6 +22,7 @@ const (
 	CodeMethod          = "MethodNotAllowed"     // 405
 	CodeConflict        = "Conflict"             // 409: exists, or changed meanwhile
 	CodeCapacity        = "InsufficientCapacity" // 409: a reservation cannot be met
+	CodeGone            = "Gone"                 // 410: events pruned
 	CodeTooLarge        = "PayloadTooLarge"      // 413
 	CodeMediaType       = "UnsupportedMediaType" // 415
 	CodeRateLimited     = "TooManyRequests"      // 429

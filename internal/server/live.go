@@ -45,32 +45,28 @@ func (c *liveCache) offer(w *store.Workload) {
 	c.fresh[w.Key()] = w
 }
 
-// takeFresh returns the offered workload with key k at revision rev.
-func (c *liveCache) takeFresh(k string, rev int64) *store.Workload {
+// takeFresh returns the offered workload with key k at revision rev and
+// forgets it (the cache now holds it).
+func (c *liveCache) takeFresh(k string, rev int64) *store.Workload { return c.fresh1(k, rev, true) }
+
+// peekFresh is takeFresh leaving the workload for the cache (quiet cycles).
+func (c *liveCache) peekFresh(k string, rev int64) *store.Workload { return c.fresh1(k, rev, false) }
+
+func (c *liveCache) fresh1(k string, rev int64, take bool) *store.Workload {
 	if rev == 0 {
 		return nil
 	}
 	c.freshMu.Lock()
 	defer c.freshMu.Unlock()
-	if w := c.fresh[k]; w != nil && w.Meta.Revision == rev {
+	w := c.fresh[k]
+	if w == nil || w.Meta.Revision != rev {
+		return nil
+	}
+	if take {
 		delete(c.fresh, k)
 		c.handed++
-		return w
 	}
-	return nil
-}
-
-// peekFresh is takeFresh leaving the workload for the cache.
-func (c *liveCache) peekFresh(k string, rev int64) *store.Workload {
-	if rev == 0 {
-		return nil
-	}
-	c.freshMu.Lock()
-	defer c.freshMu.Unlock()
-	if w := c.fresh[k]; w != nil && w.Meta.Revision == rev {
-		return w
-	}
-	return nil
+	return w
 }
 
 // dropFresh forgets offered workloads the cache has read past.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -46,7 +47,7 @@ func eventsPrunedThrough(tx store.ReadTx) int64 {
 // errEventsPruned answers a reader that asked for events after a
 // sequence the pruner has passed.
 func errEventsPruned(after, through int64) error {
-	return apiErr(http.StatusGone, "Gone", "after",
+	return apiErr(http.StatusGone, api.CodeGone, "after",
 		"events up to sequence %d were pruned (asked for those after %d); read the objects again and follow from after=%d", through, after, through)
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -48,7 +49,7 @@ func TestPruneEvents(t *testing.T) {
 		t.Fatalf("pruned %d events (%v), want at least %d", n, err, len(first.Items)+2)
 	}
 
-	if _, err := h.admin.Events(h.ctx, seen, 0, 10); apiCode(err) != "Gone" {
+	if _, err := h.admin.Events(h.ctx, seen, 0, 10); apiCode(err) != api.CodeGone {
 		t.Errorf("long poll after a pruned sequence: %v, want Gone", err)
 	}
 	req, _ := http.NewRequest("GET", h.url+"/v1/events", nil)
