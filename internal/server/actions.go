@@ -136,6 +136,9 @@ func targets(t policy.Target, x *workload.Workload) bool {
 // treats them as down (their work is evicted, they take none).
 func (pr *policyRunner) drained(w *world) []fleet.NodeID {
 	acts := pr.inForce(policy.ActionDrain)
+	if len(acts) == 0 {
+		return nil
+	}
 	var out []fleet.NodeID
 	for _, n := range w.Nodes {
 		for _, a := range acts {
