@@ -147,18 +147,20 @@ func submitFromProcess(b *testing.B, rate float64) {
 	if err != nil {
 		b.Fatalf("load generator: %v", err)
 	}
-	var r map[string]float64
-	if err := json.Unmarshal(out, &r); err != nil {
-		b.Fatalf("load generator said %q: %v", out, err)
+	var r struct {
+		Failed    int64   `json:"failed"`
+		Elapsed   float64 `json:"elapsed_s"`
+		LatencyUS []int64 `json:"latency_us"`
 	}
-	if r["failed"] > 0 {
-		b.Fatalf("%v submissions failed", r["failed"])
+	if err := json.Unmarshal(out, &r); err != nil || len(r.LatencyUS) != b.N {
+		b.Fatalf("load generator said %.200q: %v", out, err)
+	}
+	lat := make([]time.Duration, len(r.LatencyUS))
+	for i, us := range r.LatencyUS {
+		lat[i] = time.Duration(us) * time.Microsecond
 	}
 	b.ReportMetric(rate, "offered/s")
-	b.ReportMetric(r["subs_per_s"], "subs/s")
-	b.ReportMetric(r["p50_ms"], "p50-ms")
-	b.ReportMetric(r["p99_ms"], "p99-ms")
-	b.ReportMetric(r["p999_ms"], "p99.9-ms")
+	reportLatency(b, lat, r.Failed, time.Duration(r.Elapsed*float64(time.Second)))
 }
 
 // benchServer starts the real handler on loopback over a bbolt file with

@@ -2,7 +2,7 @@
 // fixed rate from its own process, as real clients would (BenchmarkSubmitAtRate
 // runs it with ARBITER_BENCH_PROCESS=1). Each submission's latency counts
 // from the moment it was due, so a stall delays everything queued behind
-// it. It prints one JSON line with the percentiles.
+// it. It prints one JSON line: failures, elapsed time and each latency.
 package main
 
 import (
@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,10 +57,18 @@ func main() {
 	close(due)
 	wg.Wait()
 	elapsed := time.Since(start)
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	// The raw latencies: the benchmark computes the percentiles as it
+	// does for its in-process runs.
+	us := make([]int64, len(lat))
+	for i, l := range lat {
+		us[i] = l.Microseconds()
 	}
-	json.NewEncoder(os.Stdout).Encode(map[string]float64{"n": float64(*n), "failed": float64(failed.Load()), "subs_per_s": float64(*n) / elapsed.Seconds(),
-		"p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999)})
+	json.NewEncoder(os.Stdout).Encode(result{Failed: failed.Load(), Elapsed: elapsed.Seconds(), LatencyUS: us})
+}
+
+// result is what loadgen prints.
+type result struct {
+	Failed    int64   `json:"failed"`
+	Elapsed   float64 `json:"elapsed_s"`
+	LatencyUS []int64 `json:"latency_us"` // per submission, in order
 }
