@@ -224,6 +224,10 @@ func benchServerWith(b *testing.B) benchEnv {
 			b.ReportMetric(testutil.ToFloat64(s.metrics.quietCycles), "quiet-cycles")
 			b.ReportMetric(m.Histogram.GetSampleSum()*1000/float64(n), "ms/cycle")
 		}
+		if c, w := st.BatchStats(); c > 0 {
+			b.ReportMetric(float64(c), "commits")
+			b.ReportMetric(float64(w)/float64(c), "writers/commit")
+		}
 	}
 	admin := client.New(hs.URL, testAdmin)
 	tok, err := admin.CreateToken(ctx, "acme", "bench")

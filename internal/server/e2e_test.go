@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -441,6 +442,10 @@ rules:
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
+	}
+	// Workloads were submitted, so group commits happened.
+	if !regexp.MustCompile(`(?m)^arbiter_store_commits_total [1-9]`).MatchString(body) || !regexp.MustCompile(`(?m)^arbiter_store_batched_writes_total [1-9]`).MatchString(body) {
+		t.Errorf("/metrics lacks the store's commit counters")
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(get(t, p.addr+"/v1/openapi.json")), &doc); err != nil || doc["openapi"] == nil {

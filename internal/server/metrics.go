@@ -63,6 +63,23 @@ func newMetrics() *metrics {
 	return m
 }
 
+// batchStats is a store that counts its group commits (store.BoltStore).
+type batchStats interface {
+	BatchStats() (commits, writers int64)
+}
+
+// watchCommits exports the store's group-commit counters: writes per
+// commit is their ratio, and commits/s how busy the disk path is.
+func (m *metrics) watchCommits(st batchStats) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "arbiter_store_commits_total",
+			Help: "Group commits (each one transaction and its fsyncs) of batched writes."},
+			func() float64 { c, _ := st.BatchStats(); return float64(c) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "arbiter_store_batched_writes_total",
+			Help: "Batched writes the group commits carried."},
+			func() float64 { _, w := st.BatchStats(); return float64(w) }))
+}
+
 // observe sets the gauges from a cycle's input and plan.
 func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 	m.allocated.Reset()

@@ -144,6 +144,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.why.Store(&whyIndex{})
 	s.metrics = newMetrics()
+	if bs, ok := o.Store.(batchStats); ok {
+		s.metrics.watchCommits(bs)
+	}
 	var cat *fleet.Catalog
 	err := s.st.Update(ctx, func(tx store.WriteTx) error {
 		var err error

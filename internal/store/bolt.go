@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -23,6 +24,8 @@ type BoltStore struct {
 	committing bool
 	delay      time.Duration
 	maxBatch   int
+
+	commits, grouped atomic.Int64 // Batch's commits and the writers they carried
 }
 
 type batchCall struct {
@@ -179,6 +182,8 @@ func (s *BoltStore) commitGroup(calls []*batchCall) {
 			calls = append(calls[:failed], calls[failed+1:]...)
 			continue
 		}
+		s.commits.Add(1)
+		s.grouped.Add(int64(len(calls)))
 		for _, c := range calls {
 			c.done <- err
 		}
@@ -195,6 +200,12 @@ func safeCall(fn func(WriteTx) error, tx WriteTx) (err error) {
 		}
 	}()
 	return fn(tx)
+}
+
+// BatchStats returns how many group commits Batch has made and how many
+// writers they carried in all.
+func (s *BoltStore) BatchStats() (commits, writers int64) {
+	return s.commits.Load(), s.grouped.Load()
 }
 
 // Close implements Store.

@@ -264,6 +264,10 @@ func TestBatchFailingWriters(t *testing.T) {
 		}
 		return nil
 	})
+	// The counters count committed writers only, each once.
+	if c, w := st.BatchStats(); w != n-2*n/10 || c < 1 || c > w {
+		t.Errorf("BatchStats: %d commits of %d writers, want 1 to %d commits of %d", c, w, n-2*n/10, n-2*n/10)
+	}
 }
 
 func TestScanAfter(t *testing.T) {
