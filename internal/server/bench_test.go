@@ -26,15 +26,26 @@ import (
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
-// BenchmarkSubmit measures durable submissions over loopback HTTP with 64
-// concurrent clients (closed loop: each sends its next submission when the
-// last is acknowledged), the scheduler loop running: every submission is
-// acknowledged only after its commit is fsynced (commits are grouped).
-// It reports submissions/s and latency percentiles at saturation.
+// BenchmarkSubmit measures durable submissions over loopback HTTP with
+// concurrent clients in a closed loop (each sends its next submission when
+// the last is acknowledged), the scheduler loop running: every submission
+// is acknowledged only after its commit is fsynced (commits are grouped).
+// One sub-benchmark per client count (16, 32 and 64, or
+// ARBITER_BENCH_CLIENTS alone) reports submissions/s and latency
+// percentiles: fewer clients, lower latency and throughput.
 //
 //	go test ./internal/server -run XXX -bench 'Submit$' -benchtime 30000x
 func BenchmarkSubmit(b *testing.B) {
-	clients := benchClients()
+	counts := []int{16, 32, 64}
+	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_CLIENTS")); err == nil && n > 0 {
+		counts = []int{n}
+	}
+	for _, clients := range counts {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { submitClosedLoop(b, clients) })
+	}
+}
+
+func submitClosedLoop(b *testing.B, clients int) {
 	cl, done := benchServer(b)
 	defer done()
 	lat := make([]time.Duration, b.N)
@@ -280,7 +291,8 @@ tenants:
   - name: acme
 `
 
-// benchClients is 64 unless ARBITER_BENCH_CLIENTS says otherwise.
+// benchClients is the open loop's bound on submissions in flight: 64
+// unless ARBITER_BENCH_CLIENTS says otherwise.
 func benchClients() int {
 	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_CLIENTS")); err == nil && n > 0 {
 		return n

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,3 +51,33 @@ func BenchmarkBatchPut(b *testing.B) {
 }
 
 const benchWriters = 64
+
+// BenchmarkCommit measures one writer's durable commits, one small workload
+// each: the floor under every acknowledged write on this disk (bbolt
+// writes the pages, fdatasyncs, writes the meta page and fdatasyncs
+// again). It reports latency percentiles; run it beside CPU load to see
+// what the load does to the disk path:
+//
+//	go test ./internal/store -run XXX -bench Commit -benchtime 3000x
+func BenchmarkCommit(b *testing.B) {
+	st, err := OpenBolt(filepath.Join(b.TempDir(), "a.db"), &BoltOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	lat := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		err := st.Update(ctx, func(tx WriteTx) error { return Put(tx, job("t", fmt.Sprint("j", i)), MustNotExist) })
+		lat[i] = time.Since(t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	for _, p := range []float64{0.5, 0.99, 0.999} {
+		b.ReportMetric(float64(lat[int(p*float64(len(lat)-1))].Microseconds())/1000, fmt.Sprintf("p%g-ms", p*100))
+	}
+}
