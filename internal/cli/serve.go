@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,7 +26,7 @@ type serveFlags struct {
 	interval, policyInterval, nodeLostAfter                      time.Duration
 	rateLimit                                                    float64
 	batchDelay                                                   time.Duration
-	alertsFile                                                   string
+	alertsFile, notifyWebhook                                    string
 	alertInterval                                                time.Duration
 	spotNotice                                                   time.Duration
 	eventRetention                                               time.Duration
@@ -69,6 +70,7 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.Int64Var(&f.eventHistory, "event-history", 2_000_000, "events more than this many store revisions old are pruned, about half as many submissions (0: no bound)")
 	fl.DurationVar(&f.spotNotice, "spot-notice", 30*time.Second, "notice spot work gets (ARBITER_NOTICE_FILE, ARBITER_EVENTS_URL) before its agent stops it on preemption; negative: none")
 	fl.StringVar(&f.alertsFile, "alerts", "", "alert rules file (YAML) replacing the stored rules at start")
+	fl.StringVar(&f.notifyWebhook, "notify-webhook", "", "URL that receives policies' notify actions as JSON POSTs (they are recorded as events in any case)")
 	fl.DurationVar(&f.alertInterval, "alert-interval", 10*time.Second, "how often alert metrics are sampled and rules evaluated")
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
 	fl.DurationVar(&f.batchDelay, "batch-delay", 2*time.Millisecond, "how long the first write after a quiet spell waits for others to share its commit (writes that arrive during a commit always share the next)")
@@ -89,6 +91,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("serve: --log-level: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if f.notifyWebhook != "" {
+		if u, err := url.Parse(f.notifyWebhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("serve: --notify-webhook: want an http:// or https:// URL")
+		}
+	}
 	var cfg *config.Config
 	if f.configFile != "" {
 		var err error
@@ -150,7 +157,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
 	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, Logger: log,
-		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc})
+		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook})
 	if err != nil {
 		return err
 	}

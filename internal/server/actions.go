@@ -14,9 +14,11 @@ import (
 
 // The policy actions in force change the scheduler's input each cycle,
 // never the stored state: set_limit and scale_down the tenant tree
-// (adjust), set_priority the workloads' priority (reprioritize), drain the
-// nodes in service (drained), set_spot_price the spot prices
-// (spotPrices). The rest (migrate, reallocate, notify) are recorded only.
+// (adjust), set_priority and reallocate's priority the workloads' priority
+// (reprioritize), drain the nodes in service (drained), set_spot_price the
+// spot prices (spotPrices). notify posts to the notification webhook when
+// its rule fires or resolves (notifications.go). migrate and reallocate's
+// temporary guarantee are recorded only.
 
 // inForce returns the actions of these types in force, by policy name
 // then rule order (so later policies win where two set the same thing).
@@ -79,21 +81,35 @@ func (pr *policyRunner) adjust(w *world) *tenancy.Tree {
 }
 
 // reprioritize returns the scheduler's workloads with the priority the
-// set_priority actions in force give them (pending and running alike, as
-// the simulator does), and whether any action applied. Matched workloads
-// are copied; the others are shared.
+// set_priority and reallocate actions in force give them (pending and
+// running alike, as the simulator does), and whether any action applied.
+// Matched workloads are copied; the others are shared.
 func (pr *policyRunner) reprioritize(ws []*workload.Workload) ([]*workload.Workload, bool) {
-	acts := pr.inForce(policy.ActionSetPriority)
-	if len(acts) == 0 {
+	type rule struct {
+		target policy.Target
+		prio   workload.Priority
+	}
+	var rules []rule // in force order: later policies and rules win
+	for _, a := range pr.inForce(policy.ActionSetPriority, policy.ActionReallocate) {
+		switch {
+		case a.Type == policy.ActionSetPriority:
+			rules = append(rules, rule{a.Target, workload.Priority(a.Priority - 1)})
+		case a.Priority != policy.PriorityNone:
+			for _, t := range a.Resources {
+				rules = append(rules, rule{t, workload.Priority(a.Priority - 1)})
+			}
+		}
+	}
+	if len(rules) == 0 {
 		return ws, false
 	}
 	out := ws
 	copied := false
 	for i, x := range ws {
 		prio, ok := x.Priority, false
-		for _, a := range acts { // later policies and rules win
-			if targets(a.Target, x) {
-				prio, ok = workload.Priority(a.Priority-1), true
+		for _, r := range rules {
+			if targets(r.target, x) {
+				prio, ok = r.prio, true
 			}
 		}
 		if !ok || prio == x.Priority {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -331,7 +330,7 @@ func (ar *alertRunner) tick(ctx context.Context) int {
 		if n.Webhook == "" {
 			continue
 		}
-		if err := ar.deliver(ctx, n); err != nil {
+		if err := postJSON(ctx, ar.hc, n.Webhook, n.Payload); err != nil {
 			// The URL may hold a secret: log the rule, not the URL.
 			ar.s.log.Warn("alerts: webhook delivery failed", "rule", e.AlertRule, "condition", e.MonitorCondition, "err", redact(err, n.Webhook))
 			continue
@@ -343,44 +342,6 @@ func (ar *alertRunner) tick(ctx context.Context) int {
 
 func redact(err error, url string) string {
 	return strings.ReplaceAll(err.Error(), url, "<webhook>")
-}
-
-// deliver POSTs a notification, trying up to 3 times on transport errors
-// and 5xx answers.
-func (ar *alertRunner) deliver(ctx context.Context, n alert.Notification) error {
-	body, err := json.Marshal(n.Payload)
-	if err != nil {
-		return err
-	}
-	var last error
-	for attempt := 0; attempt < 3; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(attempt) * time.Second):
-			}
-		}
-		req, err := http.NewRequestWithContext(ctx, "POST", n.Webhook, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := ar.hc.Do(req)
-		if err != nil {
-			last = err
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode < 300 {
-			return nil
-		}
-		last = fmt.Errorf("webhook answered %s", resp.Status)
-		if resp.StatusCode < 500 {
-			return last
-		}
-	}
-	return last
 }
 
 // alertLoop ticks the alert rules every AlertInterval until ctx ends.

@@ -12,8 +12,18 @@ import (
 // minute, give it priority". Latency is pushed by the service's owner
 // (POST /v1/metrics); the rule fires only once the value has held for the
 // minute; then the chat workload, low priority and waiting on a full
-// fleet, preempts its own tenant's normal-priority batch work.
+// fleet, preempts its own tenant's normal-priority batch work. The rule
+// says it as set_priority, and as the architecture's reallocate.
 func TestLatencyPolicyGivesPriority(t *testing.T) {
+	for name, then := range map[string]string{
+		"set_priority": "      - type: set_priority\n        target: service:chat\n        priority: high\n",
+		"reallocate":   "      - type: reallocate\n        resources: [service:chat]\n        priority: high\n",
+	} {
+		t.Run(name, func(t *testing.T) { latencyPolicy(t, then) })
+	}
+}
+
+func latencyPolicy(t *testing.T, then string) {
 	tc := newTestClock()
 	clock, advance := tc.Now, tc.Advance
 	h := newHarness(t, testConfig, Options{Clock: clock, RateLimit: -1})
@@ -56,10 +66,7 @@ func TestLatencyPolicyGivesPriority(t *testing.T) {
       above: 150ms
       for: 1m
     then:
-      - type: set_priority
-        target: service:chat
-        priority: high
-`
+` + then
 	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "chat", Source: rules}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,8 @@ import (
 
 // policyRunner evaluates the applied policies on live metrics sampled
 // from the state, records every firing, and applies the actions in force
-// to the scheduler's input. The server applies set_limit and scale_down on
-// tenant targets; other actions are recorded as firings (and counted in
-// metrics) but do not change scheduling yet.
+// to the scheduler's input (actions.go) and sends notify actions
+// (notifications.go).
 type policyRunner struct {
 	s       *Server
 	mu      sync.Mutex
@@ -30,6 +29,10 @@ type policyRunner struct {
 	// gen counts changes of the policy set and of the active actions,
 	// which change the tenant tree the scheduler sees.
 	gen uint64
+	// hc posts notifications; delivered closes when the last batch is
+	// sent (see sendNotifications).
+	hc        *http.Client
+	delivered chan struct{}
 }
 
 func (pr *policyRunner) generation() uint64 {
@@ -43,7 +46,7 @@ const policyWindow = 5 * time.Minute
 
 func newPolicyRunner(s *Server) *policyRunner {
 	return &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
-		windows: policy.NewWindows(policyWindow)}
+		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}}
 }
 
 // knownTargets lists what policies may name: tenants, GPU models, regions,
@@ -212,6 +215,7 @@ func (pr *policyRunner) tick(ctx context.Context) {
 	pr.mu.Lock()
 	pr.sample(wd, now)
 	var firings []*store.Firing
+	var notes []Notification
 	names := make([]string, 0, len(pr.engines))
 	for n := range pr.engines {
 		names = append(names, n)
@@ -226,6 +230,7 @@ func (pr *policyRunner) tick(ctx context.Context) {
 		for _, f := range step.Firings {
 			firings = append(firings, &store.Firing{Policy: n, Rule: f.Rule, Event: f.Event.String(), Time: f.Time, DryRun: f.DryRun, Text: f.String()})
 			pr.s.metrics.firings.WithLabelValues(n, f.Rule, f.Event.String()).Inc()
+			notes = append(notes, notifications(n, f)...)
 		}
 	}
 	pr.mu.Unlock()
@@ -241,6 +246,11 @@ func (pr *policyRunner) tick(ctx context.Context) {
 				return err
 			}
 		}
+		for _, n := range notes {
+			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "PolicyNotification", Object: "policies/" + n.Policy, Message: n.eventText()}); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -250,6 +260,7 @@ func (pr *policyRunner) tick(ctx context.Context) {
 	for _, f := range firings {
 		pr.s.log.Info("policy firing", "policy", f.Policy, "rule", f.Rule, "event", f.Event, "text", f.Text)
 	}
+	pr.sendNotifications(ctx, notes)
 	pr.s.notify(true)
 }
 

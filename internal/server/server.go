@@ -63,6 +63,9 @@ type Options struct {
 	// prune.go).
 	EventRetention time.Duration
 	EventHistory   int64
+	// NotifyWebhook receives policies' notify actions as JSON POSTs
+	// (Notification); empty: they are only recorded as events.
+	NotifyWebhook string
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a
