@@ -26,6 +26,7 @@ type serveFlags struct {
 	interval, policyInterval, nodeLostAfter                      time.Duration
 	rateLimit                                                    float64
 	batchDelay                                                   time.Duration
+	batchMin                                                     int
 	alertsFile, notifyWebhook                                    string
 	alertInterval                                                time.Duration
 	spotNotice                                                   time.Duration
@@ -73,7 +74,8 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.StringVar(&f.notifyWebhook, "notify-webhook", "", "URL that receives policies' notify actions as JSON POSTs (they are recorded as events in any case)")
 	fl.DurationVar(&f.alertInterval, "alert-interval", 10*time.Second, "how often alert metrics are sampled and rules evaluated")
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
-	fl.DurationVar(&f.batchDelay, "batch-delay", 2*time.Millisecond, "how long the first write after a quiet spell waits for others to share its commit (writes that arrive during a commit always share the next)")
+	fl.DurationVar(&f.batchDelay, "batch-delay", time.Millisecond, "how long a group of fewer than --batch-min writes waits for more to share its commit (writes that arrive during a commit always share the next)")
+	fl.IntVar(&f.batchMin, "batch-min", 16, "group size at which a commit stops waiting for more writes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
@@ -144,7 +146,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		log.Info("admin token", "file", path)
 	}
-	st, err := store.OpenBolt(filepath.Join(f.data, "arbiter.db"), &store.BoltOptions{MaxBatchDelay: f.batchDelay})
+	st, err := store.OpenBolt(filepath.Join(f.data, "arbiter.db"), &store.BoltOptions{MaxBatchDelay: f.batchDelay, MinBatchSize: f.batchMin})
 	if err != nil {
 		return err
 	}

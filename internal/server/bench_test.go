@@ -191,13 +191,14 @@ type benchEnv struct {
 
 func benchServerWith(b *testing.B) benchEnv {
 	ctx, cancel := context.WithCancel(context.Background())
-	// ARBITER_BENCH_BATCH_DELAY is serve's --batch-delay (default 2ms, as
+	// ARBITER_BENCH_BATCH_DELAY is serve's --batch-delay (default 1ms, as
 	// serve's).
-	delay := 2 * time.Millisecond
+	delay := time.Millisecond
 	if d, err := time.ParseDuration(os.Getenv("ARBITER_BENCH_BATCH_DELAY")); err == nil {
 		delay = d
 	}
-	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: delay})
+	minBatch, _ := strconv.Atoi(os.Getenv("ARBITER_BENCH_BATCH_MIN")) // serve's --batch-min (0: its default)
+	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: delay, MinBatchSize: minBatch})
 	if err != nil {
 		b.Fatal(err)
 	}

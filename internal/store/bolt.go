@@ -23,7 +23,11 @@ type BoltStore struct {
 	queue      []*batchCall
 	committing bool
 	delay      time.Duration
+	minBatch   int
 	maxBatch   int
+	// grown, while the committer waits for a small group to grow, is
+	// closed by the writer that brings the queue to minBatch.
+	grown chan struct{}
 
 	commits, grouped atomic.Int64 // Batch's commits and the writers they carried
 }
@@ -39,13 +43,17 @@ const revKey = "revision"
 
 // BoltOptions tune OpenBolt.
 type BoltOptions struct {
-	// MaxBatchDelay is how long the first writer after a quiet spell waits
-	// for others to share its commit (0: commit at once). Writers that
-	// arrive while a commit is in flight share the next one anyway; the
-	// delay makes groups larger at moderate rates, where commits would
-	// otherwise often hold one or two writers (serve uses 2ms: at 5,000
-	// submissions/s it cut p99 from about 60 to 37 ms on a 2-core machine).
+	// MaxBatchDelay is how long a group smaller than MinBatchSize waits
+	// for more writers before it commits (0: commit at once); it commits as
+	// soon as MinBatchSize are queued. Writers that arrive while a commit
+	// is in flight share the next one anyway; the wait makes groups larger
+	// at moderate rates, where commits would otherwise follow each other
+	// with a few writers each and their fsyncs keep the disk and CPUs busy
+	// (serve uses 1ms; see docs/server.md for what it changed).
 	MaxBatchDelay time.Duration
+	// MinBatchSize is the group size at which a commit stops waiting
+	// (default 16).
+	MinBatchSize int
 	// MaxBatchSize bounds a group (default 1000).
 	MaxBatchSize int
 	// Timeout is how long to wait for another process's file lock.
@@ -89,7 +97,10 @@ func OpenBolt(path string, o *BoltOptions) (*BoltStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: initialising %s: %w", path, err)
 	}
-	st := &BoltStore{db: db, delay: max(o.MaxBatchDelay, 0), maxBatch: o.MaxBatchSize}
+	st := &BoltStore{db: db, delay: max(o.MaxBatchDelay, 0), minBatch: o.MinBatchSize, maxBatch: o.MaxBatchSize}
+	if st.minBatch <= 0 {
+		st.minBatch = 16
+	}
 	if st.maxBatch <= 0 {
 		st.maxBatch = 1000
 	}
@@ -114,8 +125,9 @@ func (s *BoltStore) Update(ctx context.Context, fn func(WriteTx) error) error {
 
 // Batch implements Store with group commit. Writers that arrive while a
 // commit is in flight wait for it to finish and then share the next one,
-// so a group is as large as the load makes it and no writer waits on a
-// timer. (bbolt's own Batch closes a group after a fixed delay; when a
+// so a group is as large as the load makes it; a group smaller than
+// MinBatchSize first waits up to MaxBatchDelay for more. (bbolt's own
+// Batch closes a group after a fixed delay whatever its size; when a
 // commit takes longer than that, groups stay small and queue up one
 // commit and one fsync each, and latency grows without bound at rates
 // well below what one commit per group could carry.)
@@ -131,6 +143,10 @@ func (s *BoltStore) Batch(ctx context.Context, fn func(WriteTx) error) error {
 	c := &batchCall{fn: fn, done: make(chan error, 1)}
 	s.bmu.Lock()
 	s.queue = append(s.queue, c)
+	if s.grown != nil && len(s.queue) >= s.minBatch {
+		close(s.grown)
+		s.grown = nil
+	}
 	if !s.committing {
 		s.committing = true
 		go s.commitLoop()
@@ -142,10 +158,8 @@ func (s *BoltStore) Batch(ctx context.Context, fn func(WriteTx) error) error {
 // commitLoop commits queued writers, a group per transaction, until the
 // queue is empty.
 func (s *BoltStore) commitLoop() {
-	if s.delay > 0 {
-		time.Sleep(s.delay)
-	}
 	for {
+		s.waitForGroup()
 		s.bmu.Lock()
 		n := min(len(s.queue), s.maxBatch)
 		if n == 0 {
@@ -160,6 +174,31 @@ func (s *BoltStore) commitLoop() {
 		s.bmu.Unlock()
 		s.commitGroup(calls)
 	}
+}
+
+// waitForGroup lets a group smaller than minBatch wait up to delay for
+// more writers.
+func (s *BoltStore) waitForGroup() {
+	if s.delay <= 0 {
+		return
+	}
+	s.bmu.Lock()
+	if n := len(s.queue); n == 0 || n >= s.minBatch {
+		s.bmu.Unlock()
+		return
+	}
+	grown := make(chan struct{})
+	s.grown = grown
+	s.bmu.Unlock()
+	t := time.NewTimer(s.delay)
+	select {
+	case <-grown:
+	case <-t.C:
+	}
+	t.Stop()
+	s.bmu.Lock()
+	s.grown = nil
+	s.bmu.Unlock()
 }
 
 // commitGroup runs the calls in one transaction; a call that fails is

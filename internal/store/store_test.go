@@ -397,3 +397,47 @@ func TestApplyPlan(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchWaitsForAGroup: a group smaller than MinBatchSize waits for more
+// writers, and commits as soon as it has MinBatchSize of them (the delay
+// here is an hour: were that wait not cut short, the test would time out),
+// or when the delay is over.
+func TestBatchWaitsForAGroup(t *testing.T) {
+	st, err := OpenBolt(filepath.Join(t.TempDir(), "a.db"), &BoltOptions{MaxBatchDelay: time.Hour, MinBatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	done := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			done <- st.Batch(ctx, func(tx WriteTx) error { return Put(tx, job("t", fmt.Sprint("j", i)), MustNotExist) })
+		}()
+	}
+	timeout := time.After(time.Minute)
+	for range 4 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatal("four writers did not commit: the group kept waiting after it reached MinBatchSize")
+		}
+	}
+	if c, w := st.BatchStats(); c != 1 || w != 4 {
+		t.Errorf("%d commits of %d writers, want the 4 in one", c, w)
+	}
+
+	lone, err := OpenBolt(filepath.Join(t.TempDir(), "b.db"), &BoltOptions{MaxBatchDelay: time.Millisecond, MinBatchSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lone.Close()
+	if err := lone.Batch(ctx, func(tx WriteTx) error { return Put(tx, job("t", "alone"), MustNotExist) }); err != nil {
+		t.Fatal(err)
+	}
+	if c, w := lone.BatchStats(); c != 1 || w != 1 {
+		t.Errorf("lone writer: %d commits of %d writers", c, w)
+	}
+}
