@@ -221,8 +221,10 @@ func (s *BoltStore) commitGroup(calls []*batchCall) {
 			calls = append(calls[:failed], calls[failed+1:]...)
 			continue
 		}
-		s.commits.Add(1)
-		s.grouped.Add(int64(len(calls)))
+		if err == nil {
+			s.commits.Add(1)
+			s.grouped.Add(int64(len(calls)))
+		}
 		for _, c := range calls {
 			c.done <- err
 		}
@@ -241,8 +243,8 @@ func safeCall(fn func(WriteTx) error, tx WriteTx) (err error) {
 	return fn(tx)
 }
 
-// BatchStats returns how many group commits Batch has made and how many
-// writers they carried in all.
+// BatchStats returns how many group commits Batch has made (that
+// succeeded) and how many writers they carried in all.
 func (s *BoltStore) BatchStats() (commits, writers int64) {
 	return s.commits.Load(), s.grouped.Load()
 }
