@@ -28,6 +28,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	schedule          run one cycle, print the plan, apply it instantly
 //	finish NAME...    the workloads end
 //	fail-node ID      the node goes down; recover-node ID brings it back
+//	regions NAME R... the workload now accepts only these regions (as a
+//	                  policy's migrate narrows them)
 //	tick DURATION     advance the clock
 //
 // Regenerate the expected output with: go test ./internal/sched -run TestScenarios -rewrite
@@ -123,6 +125,16 @@ func (h *harness) run(t *testing.T, st step) string {
 		}
 		h.ws = keep
 		return "ok"
+	case "regions":
+		for i, w := range h.ws {
+			if string(w.Name) == fields[1] {
+				c := *w
+				c.Regions = fields[2:]
+				h.ws[i] = &c
+				return "ok"
+			}
+		}
+		return "error: no workload " + fields[1]
 	case "fail-node":
 		h.down = append(h.down, fleet.NodeID(fields[1]))
 		return "ok"

@@ -68,7 +68,7 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 	s, _ := newSnapshot(in)
 	s.shield = shield
 	var plan Plan
-	s.evictDown(&plan)
+	s.evictUnusable(&plan)
 	pending := s.order()
 	plan.Pending = make([]Pending, 0, len(pending))
 	// Reservations are hard promises: owners claim their reserved capacity
@@ -114,21 +114,26 @@ func (s *snapshot) classes() []Class {
 	return out
 }
 
-// evictDown evicts every running workload with a replica on a down node
-// (a gang as a whole) and frees its GPUs on the nodes that are up.
-func (s *snapshot) evictDown(plan *Plan) {
+// evictUnusable evicts every running workload that cannot stay where it
+// is: one with a replica on a down node (a gang as a whole), or one that
+// runs on a GPU model or in a region its spec no longer accepts (a policy's
+// migrate narrowed it). It frees their GPUs on the nodes that are up.
+func (s *snapshot) evictUnusable(plan *Plan) {
 	for i := range s.run {
-		for _, n := range s.run[i].nodes {
+		r := &s.run[i]
+		reason := ""
+		for _, n := range r.nodes {
 			if s.nodes[n].down {
-				w := s.run[i].w
-				plan.Preemptions = append(plan.Preemptions, Preemption{
-					Workload: w.Name,
-					Reason:   fmt.Sprintf("node %s is down", s.nodes[n].node.ID),
-					WorkLost: s.lost(i),
-				})
-				s.evict(i)
+				reason = fmt.Sprintf("node %s is down", s.nodes[n].node.ID)
 				break
 			}
+		}
+		if reason == "" && !(slices.Contains(r.w.Flavors, r.key.Model) && slices.Contains(r.w.Regions, r.key.Region)) {
+			reason = fmt.Sprintf("runs on %s in %s, which it no longer accepts (flavors %v, regions %v)", r.key.Model, r.key.Region, r.w.Flavors, r.w.Regions)
+		}
+		if reason != "" {
+			plan.Preemptions = append(plan.Preemptions, Preemption{Workload: r.w.Name, Reason: reason, WorkLost: s.lost(i)})
+			s.evict(i)
 		}
 	}
 	s.commit()

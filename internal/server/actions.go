@@ -15,10 +15,11 @@ import (
 // The policy actions in force change the scheduler's input each cycle,
 // never the stored state: set_limit and scale_down the tenant tree
 // (adjust), set_priority and reallocate's priority the workloads' priority
-// (reprioritize), drain the nodes in service (drained), set_spot_price the
-// spot prices (spotPrices). notify posts to the notification webhook when
-// its rule fires or resolves (notifications.go). migrate and reallocate's
-// temporary guarantee are recorded only.
+// (reprioritize), migrate to a region the workloads' regions (migrate),
+// drain the nodes in service (drained), set_spot_price the spot prices
+// (spotPrices). notify posts to the notification webhook when its rule
+// fires or resolves (notifications.go). migrate to a pool and
+// reallocate's temporary guarantee are recorded only.
 
 // inForce returns the actions of these types in force, by policy name
 // then rule order (so later policies win where two set the same thing).
@@ -120,6 +121,45 @@ func (pr *policyRunner) reprioritize(ws []*workload.Workload) ([]*workload.Workl
 		}
 		c := *x
 		c.Priority = prio
+		out[i] = &c
+	}
+	return out, true
+}
+
+// migrate returns the scheduler's workloads with the regions the migrate
+// actions in force to a region narrow them to, and whether any such action
+// is in force: a matched workload that accepts the destination accepts
+// only it (one that does not is left alone: its regions are its owner's
+// promise, such as data residency). The core then evicts matched work
+// running elsewhere, to be placed again in the destination from its last
+// checkpoint. Matched workloads are copied; the others are shared.
+func (pr *policyRunner) migrate(ws []*workload.Workload) ([]*workload.Workload, bool) {
+	var moves []policy.Action
+	for _, a := range pr.inForce(policy.ActionMigrate) {
+		if a.Destination.Kind == policy.TargetRegion {
+			moves = append(moves, a)
+		}
+	}
+	if len(moves) == 0 {
+		return ws, false
+	}
+	out := ws
+	copied := false
+	for i, x := range ws {
+		dest := ""
+		for _, a := range moves { // later policies and rules win
+			if targets(a.Target, x) && slices.Contains(x.Regions, a.Destination.Name) {
+				dest = a.Destination.Name
+			}
+		}
+		if dest == "" || len(x.Regions) == 1 {
+			continue
+		}
+		if !copied {
+			out, copied = slices.Clone(ws), true
+		}
+		c := *x
+		c.Regions = []string{dest}
 		out[i] = &c
 	}
 	return out, true

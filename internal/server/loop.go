@@ -279,8 +279,9 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			now, gen = s.now(), s.policies.generation()
 		}
 		in := w.input(now, s.policies.adjust(w))
-		var reprioritized bool
+		var reprioritized, migrated bool
 		in.Workloads, reprioritized = s.policies.reprioritize(in.Workloads)
+		in.Workloads, migrated = s.policies.migrate(in.Workloads)
 		if d := s.policies.drained(w); len(d) > 0 {
 			in.Down = append(slices.Clip(in.Down), d...)
 		}
@@ -311,7 +312,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		s.metrics.observe(w, in, plan)
 		s.settledMu.Lock()
 		s.settled = nil
-		if !reprioritized { // alike ignores the labels set_priority may match
+		if !reprioritized && !migrated { // alike ignores the labels these actions may match
 			s.settled = newSettled(w, in, plan, gen)
 		}
 		s.settledMu.Unlock()

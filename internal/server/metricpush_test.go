@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +228,61 @@ func TestPolicySpotPrice(t *testing.T) {
 	h.s.Cycle(h.ctx)
 	if w := why("cheap"); w.State != "Running" {
 		t.Errorf("cheap spot work once the price went: %+v, want Running", w)
+	}
+}
+
+// TestPolicyMigrate: a migrate action to a region, while in force, moves
+// the matched workloads that accept the region there — the ones running
+// elsewhere are evicted and placed again in it — and leaves alone those
+// whose own regions exclude it.
+func TestPolicyMigrate(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	c := h.tenant("contoso")
+	if _, err := c.Submit(h.ctx, "contoso", spec("mover", 8, 1, "eastus", "westus2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Submit(h.ctx, "contoso", spec("stay", 8, 1, "eastus")); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	where := func(name string) string {
+		t.Helper()
+		w, err := c.Workload(h.ctx, "contoso", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Running == nil {
+			return w.State
+		}
+		return w.Running.Region
+	}
+	if a, b := where("mover"), where("stay"); a != "eastus" || b != "eastus" {
+		t.Fatalf("mover in %s, stay in %s; want both in eastus", a, b)
+	}
+	rules := `policies:
+  - name: make_room
+    when: {metric: utilization, of: cluster, above: 1%}
+    then:
+      - {type: migrate, target: tenant:contoso, destination: region:westus2}
+`
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "room", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	h.s.Cycle(h.ctx) // evicts mover from eastus
+	h.s.Cycle(h.ctx) // places it in westus2
+	if a, b := where("mover"), where("stay"); a != "westus2" || b != "eastus" {
+		t.Fatalf("with the policy: mover in %s, stay in %s; want westus2 and eastus", a, b)
+	}
+	evs, err := c.Events(h.ctx, 0, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range evs.Items {
+		found = found || (e.Type == "WorkloadPreempted" && strings.Contains(e.Message, "no longer accepts"))
+	}
+	if !found {
+		t.Errorf("no preemption event says why mover moved: %+v", evs.Items)
 	}
 }

@@ -14,6 +14,9 @@ import (
 // low-priority pool makes it low priority and preemptible, so that anyone
 // of higher priority may take its GPUs (its running work is not forcibly
 // requeued: it is first in line to be preempted, from its checkpoint).
+// A migrate to a region narrows the class's acceptable regions to it, as
+// the server does: its jobs running elsewhere are evicted and placed again
+// there.
 const lowPriorityPool = "low_priority_pool"
 
 // policyRun evaluates a strategy's rules every step and applies the
@@ -27,6 +30,7 @@ type policyRun struct {
 	capFrac map[string]float64 // scale_down: keep at most this fraction
 	capGPUs map[string]float64 // of the class's GPUs when the rule fired
 	drained map[string]bool
+	regions map[string]string // migrate to a region: the class's only region
 	// unapplied counts actions the simulator does not model (set_limit).
 	unapplied int
 	values    metricValues
@@ -125,7 +129,7 @@ func (s *Sim) loadPolicy() error {
 		return err
 	}
 	s.pol = &policyRun{eng: eng, prio: map[string]workload.Priority{}, preempt: map[string]bool{},
-		capFrac: map[string]float64{}, capGPUs: map[string]float64{}, drained: map[string]bool{}}
+		capFrac: map[string]float64{}, capGPUs: map[string]float64{}, drained: map[string]bool{}, regions: map[string]string{}}
 	return nil
 }
 
@@ -176,6 +180,7 @@ func (s *Sim) stepPolicy() {
 	preempt := map[string]bool{}
 	capFrac := map[string]float64{}
 	drained := map[string]bool{}
+	regions := map[string]string{}
 	for _, a := range step.Active {
 		act := a.Action
 		switch act.Type {
@@ -193,6 +198,9 @@ func (s *Sim) stepPolicy() {
 			if act.Target.Kind == policy.TargetClass && act.Destination.Name == lowPriorityPool {
 				prio[act.Target.Name] = workload.PriorityLow
 				preempt[act.Target.Name] = true
+			}
+			if act.Target.Kind == policy.TargetClass && act.Destination.Kind == policy.TargetRegion {
+				regions[act.Target.Name] = act.Destination.Name
 			}
 		case policy.ActionScaleDown:
 			if act.Target.Kind == policy.TargetClass {
@@ -228,8 +236,9 @@ func (s *Sim) stepPolicy() {
 		p.firing = append(p.firing, fr)
 		s.metrics.res.PolicyFirings++
 	}
-	changed := !mapsEqual(prio, p.prio) || !mapsEqual(preempt, p.preempt) || !mapsEqual(drained, p.drained) || !mapsEqual(capFrac, p.capFrac)
-	p.prio, p.preempt, p.capFrac, p.drained = prio, preempt, capFrac, drained
+	changed := !mapsEqual(prio, p.prio) || !mapsEqual(preempt, p.preempt) || !mapsEqual(drained, p.drained) || !mapsEqual(capFrac, p.capFrac) ||
+		!mapsEqual(regions, p.regions)
+	p.prio, p.preempt, p.capFrac, p.drained, p.regions = prio, preempt, capFrac, drained, regions
 	if changed {
 		for _, j := range s.jobs {
 			if !j.done {
@@ -280,6 +289,16 @@ func (s *Sim) applyClass(j *job) {
 	j.w.Priority, j.w.Preemptible = j.basePriority, j.basePreempt
 	if s.pol == nil {
 		return
+	}
+	// A migrate to a region narrows the class's regions to it, for the
+	// jobs that accept it (as the server does); the core then evicts those
+	// running elsewhere, and they are placed again there.
+	if j.baseRegions == nil {
+		j.baseRegions = j.w.Regions
+	}
+	j.w.Regions = j.baseRegions
+	if r, ok := s.pol.regions[j.class]; ok && len(j.baseRegions) > 1 && slices.Contains(j.baseRegions, r) {
+		j.w.Regions = []string{r}
 	}
 	if p, ok := s.pol.prio[j.class]; ok {
 		j.w.Priority = p

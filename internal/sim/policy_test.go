@@ -2,6 +2,7 @@ package sim
 
 import (
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/arbiterhq/arbiter/examples"
@@ -83,4 +84,63 @@ func TestOperatorsRulesInContention(t *testing.T) {
 		t.Fatalf("scale_down never checked (%d steps, %d batch jobs)", capChecks, batchChecks)
 	}
 	t.Logf("%d SLA firings, %d training-priority firings, cap held over %d steps", sla, training, capChecks)
+}
+
+// TestMigrateToRegion: a migrate action to a region moves the class's
+// running jobs there (the core evicts those running elsewhere; they are
+// placed again in the region) and keeps new ones there while in force.
+func TestMigrateToRegion(t *testing.T) {
+	sc, err := LoadScenario("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{
+		"s/move.yaml": {Data: []byte("name: move\ndescription: batch to centralus after 6h\npolicies: move-policy.yaml\n")},
+		"s/move-policy.yaml": {Data: []byte(`policies:
+  - name: move_batch
+    when: {metric: utilization, of: cluster, above: 1%, for: 6h}
+    then:
+      - {type: migrate, target: class:batch_jobs, destination: region:centralus}
+`)},
+	}
+	st, err := LoadStrategy(fsys, "s/move")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(sc, st, Options{Seed: 1, Duration: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, checked := 0, 0
+	var since time.Time
+	s.afterStep = func() {
+		if s.pol.regions["batch_jobs"] != "centralus" {
+			for _, j := range s.jobs {
+				if !j.done && j.class == "batch_jobs" && j.w.Running != nil && j.w.Running.Region != "centralus" {
+					elsewhere++
+				}
+			}
+			return
+		}
+		// Evicted in one cycle, placed again in the next: allow three
+		// 5-minute cycles.
+		if since.IsZero() {
+			since = s.now
+		}
+		if s.now.Sub(since) < 15*time.Minute {
+			return
+		}
+		for _, j := range s.jobs {
+			if !j.done && j.class == "batch_jobs" && j.w.Running != nil {
+				checked++
+				if j.w.Running.Region != "centralus" {
+					t.Errorf("%v: batch job %s runs in %s while migrated to centralus", s.now, j.w.Name, j.w.Running.Region)
+				}
+			}
+		}
+	}
+	s.Run()
+	if elsewhere == 0 || checked == 0 {
+		t.Fatalf("batch jobs seen outside centralus before the rule: %d; checked after: %d; want both > 0", elsewhere, checked)
+	}
 }

@@ -47,6 +47,7 @@ type job struct {
 	lastReason   string // why it was pending at the last cycle
 	basePriority workload.Priority
 	basePreempt  bool
+	baseRegions  []string // the spec's regions, before a migrate narrows them
 }
 
 func (j *job) gpus() resource.MilliGPU { return j.w.TotalGPUs() }
