@@ -444,8 +444,10 @@ rules:
 		}
 	}
 	// Workloads were submitted, so group commits happened.
-	if !regexp.MustCompile(`(?m)^arbiter_store_commits_total [1-9]`).MatchString(body) || !regexp.MustCompile(`(?m)^arbiter_store_batched_writes_total [1-9]`).MatchString(body) {
-		t.Errorf("/metrics lacks the store's commit counters")
+	for _, m := range []string{"arbiter_store_commit_seconds_count", "arbiter_store_commit_wait_seconds_count", "arbiter_store_commit_writes_sum"} {
+		if !regexp.MustCompile(`(?m)^` + m + ` [1-9]`).MatchString(body) {
+			t.Errorf("/metrics lacks %s > 0 (the store's group commits)", m)
+		}
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(get(t, p.addr+"/v1/openapi.json")), &doc); err != nil || doc["openapi"] == nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
@@ -63,21 +64,29 @@ func newMetrics() *metrics {
 	return m
 }
 
-// batchStats is a store that counts its group commits (store.BoltStore).
-type batchStats interface {
-	BatchStats() (commits, writers int64)
+// commitObserver is a store that reports its group commits
+// (store.BoltStore).
+type commitObserver interface {
+	ObserveCommits(func(store.CommitStats))
 }
 
-// watchCommits exports the store's group-commit counters: writes per
-// commit is their ratio, and commits/s how busy the disk path is.
-func (m *metrics) watchCommits(st batchStats) {
-	m.reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "arbiter_store_commits_total",
-			Help: "Group commits (each one transaction and its fsyncs) of batched writes."},
-			func() float64 { c, _ := st.BatchStats(); return float64(c) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "arbiter_store_batched_writes_total",
-			Help: "Batched writes the group commits carried."},
-			func() float64 { _, w := st.BatchStats(); return float64(w) }))
+// watchCommits exports the store's group commits as histograms, as etcd
+// exports its backend commits: how long each took (fsyncs included), how
+// long its first writer waited for it, and how many writes it carried
+// (the counts are the number of commits; the writes' sum, the writes).
+func (m *metrics) watchCommits(st commitObserver) {
+	dur := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "arbiter_store_commit_seconds",
+		Help: "Duration of a group commit of batched writes: the transaction and its fsyncs.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)})
+	wait := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "arbiter_store_commit_wait_seconds",
+		Help: "How long the first write of a group commit waited for the commit to start.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)})
+	writes := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "arbiter_store_commit_writes",
+		Help: "Batched writes carried by a group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)})
+	m.reg.MustRegister(dur, wait, writes)
+	st.ObserveCommits(func(c store.CommitStats) {
+		dur.Observe(c.Commit.Seconds())
+		wait.Observe(c.Wait.Seconds())
+		writes.Observe(float64(c.Writers))
+	})
 }
 
 // observe sets the gauges from a cycle's input and plan.

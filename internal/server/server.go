@@ -147,8 +147,8 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.why.Store(&whyIndex{})
 	s.metrics = newMetrics()
-	if bs, ok := o.Store.(batchStats); ok {
-		s.metrics.watchCommits(bs)
+	if co, ok := o.Store.(commitObserver); ok {
+		s.metrics.watchCommits(co)
 	}
 	var cat *fleet.Catalog
 	err := s.st.Update(ctx, func(tx store.WriteTx) error {

@@ -30,12 +30,29 @@ type BoltStore struct {
 	grown chan struct{}
 
 	commits, grouped atomic.Int64 // Batch's commits and the writers they carried
+	observe          atomic.Pointer[func(CommitStats)]
 }
 
 type batchCall struct {
-	fn   func(WriteTx) error
-	done chan error
+	fn     func(WriteTx) error
+	done   chan error
+	queued time.Time
 }
+
+// CommitStats describes one group commit of Batch.
+type CommitStats struct {
+	Writers int
+	// Wait is how long the group's first writer waited for the commit to
+	// start (for the commit before it, and for the group to grow).
+	Wait time.Duration
+	// Commit is the transaction: the writers' functions, bbolt's writes
+	// and its fsyncs.
+	Commit time.Duration
+}
+
+// ObserveCommits has fn called after every successful group commit, on
+// the committer's goroutine (fn must be quick).
+func (s *BoltStore) ObserveCommits(fn func(CommitStats)) { s.observe.Store(&fn) }
 
 var metaBucket = []byte("meta")
 
@@ -140,7 +157,7 @@ func (s *BoltStore) Batch(ctx context.Context, fn func(WriteTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c := &batchCall{fn: fn, done: make(chan error, 1)}
+	c := &batchCall{fn: fn, done: make(chan error, 1), queued: time.Now()}
 	s.bmu.Lock()
 	s.queue = append(s.queue, c)
 	if s.grown != nil && len(s.queue) >= s.minBatch {
@@ -207,6 +224,7 @@ func (s *BoltStore) commitGroup(calls []*batchCall) {
 	for len(calls) > 0 {
 		failed := -1
 		var ferr error
+		start := time.Now()
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			for i, c := range calls {
 				if ferr = safeCall(c.fn, &boltTx{tx: tx}); ferr != nil {
@@ -224,6 +242,9 @@ func (s *BoltStore) commitGroup(calls []*batchCall) {
 		if err == nil {
 			s.commits.Add(1)
 			s.grouped.Add(int64(len(calls)))
+			if fn := s.observe.Load(); fn != nil {
+				(*fn)(CommitStats{Writers: len(calls), Wait: start.Sub(calls[0].queued), Commit: time.Since(start)})
+			}
 		}
 		for _, c := range calls {
 			c.done <- err

@@ -223,6 +223,9 @@ func TestBatchConcurrentWriters(t *testing.T) {
 // rest of the group commits.
 func TestBatchFailingWriters(t *testing.T) {
 	st, _ := open(t)
+	var mu sync.Mutex
+	var seen []CommitStats
+	st.ObserveCommits(func(c CommitStats) { mu.Lock(); seen = append(seen, c); mu.Unlock() })
 	const n = 60
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -264,9 +267,22 @@ func TestBatchFailingWriters(t *testing.T) {
 		}
 		return nil
 	})
-	// The counters count committed writers only, each once.
-	if c, w := st.BatchStats(); w != n-2*n/10 || c < 1 || c > w {
+	// The counters and the observer count committed writers only, each once.
+	c, w := st.BatchStats()
+	if w != n-2*n/10 || c < 1 || c > w {
 		t.Errorf("BatchStats: %d commits of %d writers, want 1 to %d commits of %d", c, w, n-2*n/10, n-2*n/10)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	writers := 0
+	for _, x := range seen {
+		writers += x.Writers
+		if x.Writers < 1 || x.Wait < 0 || x.Commit <= 0 {
+			t.Errorf("observed commit %+v", x)
+		}
+	}
+	if int64(len(seen)) != c || int64(writers) != w {
+		t.Errorf("observed %d commits of %d writers; BatchStats says %d of %d", len(seen), writers, c, w)
 	}
 }
 
