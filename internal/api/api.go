@@ -123,6 +123,7 @@ type WorkloadSpec struct {
 	MemoryMiB          int64             `json:"memory_mib,omitempty" yaml:"memory_mib"`
 	Flavors            []string          `json:"flavors" yaml:"flavors"`
 	Regions            []string          `json:"regions" yaml:"regions"`
+	Pools              []string          `json:"pools,omitempty" yaml:"pools"` // node pools ("pool" label) it may use; none: any
 	Topology           string            `json:"topology,omitempty" yaml:"topology"`
 	ExpectedRuntime    Duration          `json:"expected_runtime,omitempty" yaml:"expected_runtime"`
 	CheckpointInterval Duration          `json:"checkpoint_interval,omitempty" yaml:"checkpoint_interval"`
@@ -151,7 +152,7 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 		Name: workload.ID(s.Name), Tenant: s.Tenant, Preemptible: s.Preemptible,
 		GPUs: resource.MilliGPU(s.GPUs), Replicas: s.Replicas,
 		CPU: resource.MilliCPU(s.CPUMilli), Memory: resource.MiB(s.MemoryMiB),
-		Regions: s.Regions, ExpectedRuntime: time.Duration(s.ExpectedRuntime),
+		Regions: s.Regions, Pools: s.Pools, ExpectedRuntime: time.Duration(s.ExpectedRuntime),
 		CheckpointInterval: time.Duration(s.CheckpointInterval), GracePeriod: time.Duration(s.GracePeriod),
 		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
 	}
@@ -183,6 +184,9 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 	if len(s.Flavors) > 32 || len(s.Regions) > 32 || len(s.Labels) > 64 {
 		add("flavors", "at most 32 flavors, 32 regions and 64 labels")
 	}
+	if len(s.Pools) > 32 {
+		add("pools", "at most 32 pools")
+	}
 	if math.IsNaN(s.MaxPrice) || math.IsInf(s.MaxPrice, 0) {
 		add("max_price", "max_price must be a number")
 	}
@@ -200,7 +204,7 @@ func SpecFrom(s workload.Spec) WorkloadSpec {
 	out := WorkloadSpec{
 		Name: string(s.Name), Tenant: s.Tenant, Kind: s.Kind.String(), Priority: s.Priority.String(),
 		Preemptible: s.Preemptible, GPUs: GPUs(s.GPUs), Replicas: s.Replicas,
-		CPUMilli: int64(s.CPU), MemoryMiB: int64(s.Memory), Regions: s.Regions,
+		CPUMilli: int64(s.CPU), MemoryMiB: int64(s.Memory), Regions: s.Regions, Pools: s.Pools,
 		Topology: s.Topology.String(), ExpectedRuntime: Duration(s.ExpectedRuntime),
 		CheckpointInterval: Duration(s.CheckpointInterval), GracePeriod: Duration(s.GracePeriod),
 		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,

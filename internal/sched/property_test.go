@@ -40,7 +40,10 @@ func randomWorld(rng *rand.Rand) *world {
 		for b := 0; b < 1+rng.IntN(3); b++ {
 			bs := fleet.BlockSpec{Name: fleet.BlockID(fmt.Sprintf("%s-b%d", r, b))}
 			for g := 0; g < 1+rng.IntN(2); g++ {
-				bs.Nodes = append(bs.Nodes, fleet.GroupSpec{SKU: skus[rng.IntN(len(skus))], Count: 1 + rng.IntN(6)})
+				// Node pools by block parity (no draw, so that the random
+				// stream is what it was before pools existed).
+				bs.Nodes = append(bs.Nodes, fleet.GroupSpec{SKU: skus[rng.IntN(len(skus))], Count: 1 + rng.IntN(6),
+					Labels: map[string]string{PoolLabel: fmt.Sprintf("p%d", b%2)}})
 			}
 			z.Blocks = append(z.Blocks, bs)
 		}
@@ -106,6 +109,11 @@ func randomWorkloads(rng *rand.Rand, w *world, n int, prefix string, at time.Tim
 			Flavors:            []fleet.ModelID{"A100-80G"},
 			Regions:            []string{regions[rng.IntN(len(regions))]},
 			CheckpointInterval: time.Duration(rng.IntN(3)) * time.Hour,
+		}
+		// Every fifth workload is confined to pool p0 (no draw: see
+		// randomWorld).
+		if i%5 == 0 {
+			s.Pools = []string{"p0"}
 		}
 		switch rng.IntN(6) {
 		case 0:
@@ -185,6 +193,7 @@ func TestProperties(t *testing.T) {
 		}{
 			{"capacity", propCapacity},
 			{"gangs", propGangs},
+			{"constraints", propConstraints},
 			{"limits", propLimits},
 			{"guarantee-protected", propGuaranteeProtected},
 			{"reclaim", propReclaim},
@@ -262,6 +271,30 @@ func propGangs(in Input, p Plan) error {
 					return fmt.Errorf("gang %s split over blocks %s and %s", w.Name, b0.Block, b.Block)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// propConstraints: every replica placed is on a node of a flavor, region
+// and (when the workload names pools) pool the workload accepts.
+func propConstraints(in Input, p Plan) error {
+	byName := map[workload.ID]*workload.Workload{}
+	for _, w := range in.Workloads {
+		byName[w.Name] = w
+	}
+	for _, x := range p.Placements {
+		w, n := byName[x.Workload], (*fleet.Node)(nil)
+		if w != nil {
+			n, _ = in.Fleet.Node(x.Node)
+		}
+		if w == nil || n == nil {
+			return fmt.Errorf("placement %+v of an unknown workload or node", x)
+		}
+		if !slices.Contains(w.Flavors, n.Model) || !slices.Contains(w.Regions, n.Region) ||
+			(len(w.Pools) > 0 && !slices.Contains(w.Pools, n.Labels[PoolLabel])) {
+			return fmt.Errorf("%s placed on %s (%s, %s, pool %q), outside flavors %v, regions %v, pools %v",
+				w.Name, n.ID, n.Model, n.Region, n.Labels[PoolLabel], w.Flavors, w.Regions, w.Pools)
 		}
 	}
 	return nil
@@ -392,7 +425,7 @@ func propReclaim(in Input, p Plan) error {
 		// Per node: free GPUs plus GPUs of other tenants' borrowers.
 		freeable := map[fleet.NodeID]int{}
 		for _, n := range in.Fleet.Nodes {
-			if n.Model == m && n.Region == r && !down[n.ID] && !reserved[n.ID] {
+			if n.Model == m && n.Region == r && !down[n.ID] && !reserved[n.ID] && (len(w.Pools) == 0 || slices.Contains(w.Pools, n.Labels[PoolLabel])) {
 				freeable[n.ID] = n.GPUs
 			}
 		}
@@ -437,23 +470,27 @@ func propReservation(in Input, p Plan) error {
 		return nil
 	}
 	r := in.Reservations[0]
-	up := 0
-	for _, id := range r.Nodes {
-		if len(in.Down) == 0 || in.Down[0] != id {
-			up++
-		}
-	}
-	capacity := resource.GPUs(8 * up)
-	var used resource.MilliGPU
+	// The generator's reservation workloads take one whole 8-GPU node
+	// each, so a reservation node is free when none of them runs on it.
+	taken := map[fleet.NodeID]bool{}
 	for _, w := range Apply(in.Workloads, p, in.Now) {
 		if w.Running != nil && w.Running.OnReservation {
-			used += w.TotalGPUs()
+			for _, rep := range w.Running.Replicas {
+				taken[rep.Node] = true
+			}
 		}
 	}
 	for _, x := range p.Pending {
 		for _, w := range in.Workloads {
-			if w.Name == x.Workload && w.Reservation == r.Name && used+w.TotalGPUs() <= capacity {
-				return fmt.Errorf("%s pending (%s) with %v of reservation %s free", w.Name, x.Reason, capacity-used, r.Name)
+			if w.Name != x.Workload || w.Reservation != r.Name {
+				continue
+			}
+			for _, id := range r.Nodes {
+				n, _ := in.Fleet.Node(id)
+				up := len(in.Down) == 0 || in.Down[0] != id
+				if up && !taken[id] && (len(w.Pools) == 0 || slices.Contains(w.Pools, n.Labels[PoolLabel])) {
+					return fmt.Errorf("%s pending (%s) with reservation %s's node %s free", w.Name, x.Reason, r.Name, id)
+				}
 			}
 		}
 	}

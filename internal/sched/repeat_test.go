@@ -22,7 +22,7 @@ func TestAlikeCoversSpec(t *testing.T) {
 	}
 	base := workload.Workload{Spec: workload.Spec{
 		Name: "a", Tenant: "t", Priority: workload.PriorityNormal, GPUs: resource.GPUs(1), Replicas: 1,
-		Flavors: []fleet.ModelID{"A100-80G"}, Regions: []string{"eastus"},
+		Flavors: []fleet.ModelID{"A100-80G"}, Regions: []string{"eastus"}, Pools: []string{"p"},
 	}}
 	typ := reflect.TypeOf(base.Spec)
 	for i := 0; i < typ.NumField(); i++ {
@@ -30,6 +30,7 @@ func TestAlikeCoversSpec(t *testing.T) {
 		b := base
 		b.Flavors = append([]fleet.ModelID(nil), base.Flavors...)
 		b.Regions = append([]string(nil), base.Regions...)
+		b.Pools = append([]string(nil), base.Pools...)
 		v := reflect.ValueOf(&b.Spec).Elem().Field(i)
 		switch v.Kind() {
 		case reflect.String:

@@ -29,7 +29,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	finish NAME...    the workloads end
 //	fail-node ID      the node goes down; recover-node ID brings it back
 //	regions NAME R... the workload now accepts only these regions (as a
-//	                  policy's migrate narrows them)
+//	                  policy's migrate narrows them); pools NAME P... the
+//	                  same for node pools
 //	tick DURATION     advance the clock
 //
 // Regenerate the expected output with: go test ./internal/sched -run TestScenarios -rewrite
@@ -125,11 +126,15 @@ func (h *harness) run(t *testing.T, st step) string {
 		}
 		h.ws = keep
 		return "ok"
-	case "regions":
+	case "regions", "pools":
 		for i, w := range h.ws {
 			if string(w.Name) == fields[1] {
 				c := *w
-				c.Regions = fields[2:]
+				if fields[0] == "regions" {
+					c.Regions = fields[2:]
+				} else {
+					c.Pools = fields[2:]
+				}
 				h.ws[i] = &c
 				return "ok"
 			}

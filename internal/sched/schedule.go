@@ -116,8 +116,8 @@ func (s *snapshot) classes() []Class {
 
 // evictUnusable evicts every running workload that cannot stay where it
 // is: one with a replica on a down node (a gang as a whole), or one that
-// runs on a GPU model or in a region its spec no longer accepts (a policy's
-// migrate narrowed it). It frees their GPUs on the nodes that are up.
+// runs on a GPU model, in a region or in a pool its spec no longer accepts
+// (a policy's migrate narrowed it). It frees their GPUs on the nodes that are up.
 func (s *snapshot) evictUnusable(plan *Plan) {
 	for i := range s.run {
 		r := &s.run[i]
@@ -130,6 +130,14 @@ func (s *snapshot) evictUnusable(plan *Plan) {
 		}
 		if reason == "" && !(slices.Contains(r.w.Flavors, r.key.Model) && slices.Contains(r.w.Regions, r.key.Region)) {
 			reason = fmt.Sprintf("runs on %s in %s, which it no longer accepts (flavors %v, regions %v)", r.key.Model, r.key.Region, r.w.Flavors, r.w.Regions)
+		}
+		if reason == "" && len(r.w.Pools) > 0 {
+			for _, n := range r.nodes {
+				if p := s.nodes[n].node.Labels[PoolLabel]; !slices.Contains(r.w.Pools, p) {
+					reason = fmt.Sprintf("runs on %s in pool %q, which it no longer accepts (pools %v)", s.nodes[n].node.ID, p, r.w.Pools)
+					break
+				}
+			}
 		}
 		if reason != "" {
 			plan.Preemptions = append(plan.Preemptions, Preemption{Workload: r.w.Name, Reason: reason, WorkLost: s.lost(i)})
@@ -149,12 +157,17 @@ type hopelessKey struct {
 	cpu                            resource.MilliCPU
 	mem                            resource.MiB
 	cand                           candidate
+	pools                          string // the workload's pool constraint, if any
 }
 
 func keyOf(cl *claim) hopelessKey {
-	return hopelessKey{tenant: cl.tenant, onRes: cl.onRes, count: cl.count, replicas: cl.w.Replicas, perGPU: cl.perGPU,
+	k := hopelessKey{tenant: cl.tenant, onRes: cl.onRes, count: cl.count, replicas: cl.w.Replicas, perGPU: cl.perGPU,
 		prio: cl.w.Priority, within: cl.within, preemptible: cl.w.Preemptible, gang: cl.w.Gang(),
 		cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
+	if len(cl.w.Pools) > 0 {
+		k.pools = strings.Join(cl.w.Pools, "\x00")
+	}
+	return k
 }
 
 // hopeless records that a preemption search for cl found nothing. Until
@@ -316,6 +329,7 @@ type repeatKey struct {
 	region0     string
 	nflavors    int
 	nregions    int
+	npools      int
 }
 
 // repeat is the last pending decision for a repeatKey: the workload it was
@@ -329,7 +343,7 @@ type repeat struct {
 func repeatKeyOf(w *workload.Workload) repeatKey {
 	k := repeatKey{tenant: w.Tenant, prio: w.Priority, preemptible: w.Preemptible, gpus: w.GPUs, replicas: w.Replicas,
 		cpu: w.CPU, mem: w.Memory, topology: w.Topology, reservation: w.Reservation, maxPrice: w.MaxPrice,
-		nflavors: len(w.Flavors), nregions: len(w.Regions)}
+		nflavors: len(w.Flavors), nregions: len(w.Regions), npools: len(w.Pools)}
 	if len(w.Flavors) > 0 {
 		k.flavor0 = w.Flavors[0]
 	}
@@ -361,13 +375,13 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 }
 
 // alike reports whether a and b agree on everything scheduleOne reads but
-// their names (the fields of repeatKey, and the whole flavor and region
-// lists).
+// their names (the fields of repeatKey, and the whole flavor, region and
+// pool lists).
 func alike(a, b *workload.Workload) bool {
 	return a.Tenant == b.Tenant && a.Priority == b.Priority && a.Preemptible == b.Preemptible &&
 		a.GPUs == b.GPUs && a.Replicas == b.Replicas && a.CPU == b.CPU && a.Memory == b.Memory &&
 		a.Topology == b.Topology && a.Reservation == b.Reservation && a.MaxPrice == b.MaxPrice &&
-		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Regions, b.Regions)
+		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Regions, b.Regions) && slices.Equal(a.Pools, b.Pools)
 }
 
 // remember records w's pending decision for the workloads alike to it.
@@ -468,6 +482,9 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 			if d := s.resDown(r); d > 0 {
 				msg += fmt.Sprintf(" (%d of its %d nodes down)", d, len(r.Nodes))
 			}
+			if len(w.Pools) > 0 {
+				msg += fmt.Sprintf(" or no room in pools %v", w.Pools)
+			}
 			resReason = &reason{ReasonReservationFull, msg}
 		}
 	}
@@ -509,11 +526,17 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 		if s.resUsed[ri].Add(cl.total) > s.resCapacity(r) {
 			continue
 		}
-		pi, ok := s.poolIdx[poolKey{region: c.region, model: c.model, kind: poolReservation, id: ri}]
-		if !ok {
+		var pools []int // the reservation's pools (one per pool label) the workload accepts
+		for _, pi := range s.regionModel[tenancy.Key{Model: c.model, Region: c.region}] {
+			k := s.pools[pi].key
+			if k.kind == poolReservation && k.id == ri && (len(w.Pools) == 0 || slices.Contains(w.Pools, k.label)) {
+				pools = append(pools, pi)
+			}
+		}
+		if len(pools) == 0 {
 			continue
 		}
-		cl.onRes, cl.within, cl.pools = ri, true, []int{pi}
+		cl.onRes, cl.within, cl.pools = ri, true, pools
 		if s.place(cl, !s.in.Options.DisablePreemption, plan) {
 			if ci > 0 {
 				plan.Overflow = append(plan.Overflow, Overflow{Workload: w.Name, From: cands[0].String(), To: c.String()})
@@ -659,13 +682,18 @@ func (s *snapshot) protected(k tenancy.Key, except int) resource.MilliGPU {
 }
 
 // eligiblePools orders the pools a claim may use: its partitions, then the
-// shared pool, then (preemptible work only) idle reserved capacity.
+// shared pool, then (preemptible work only) idle reserved capacity; of
+// those, only the ones its pool constraint names, when it has one.
 func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
 	out := make([]int, 0, len(pools))
 	for _, kind := range []poolKind{poolPartition, poolShared, poolReservation} {
 		for _, pi := range pools {
 			k := s.pools[pi].key
 			if k.kind != kind {
+				continue
+			}
+			// A workload with a pool constraint uses only those pools.
+			if len(cl.w.Pools) > 0 && !slices.Contains(cl.w.Pools, k.label) {
 				continue
 			}
 			switch kind {
@@ -965,12 +993,16 @@ func (s *snapshot) noFit(cl *claim, preempt bool) reason {
 	if preempt {
 		why = ", and preemption cannot free enough"
 	}
+	where := cl.cand.region
+	if len(cl.w.Pools) > 0 {
+		where = fmt.Sprintf("%s pools %v", cl.cand.region, cl.w.Pools)
+	}
 	if cl.w.Gang() && cl.w.Replicas > 1 {
 		return reason{ReasonNoBlock, fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s",
-			cl.cand.region, cl.total, cl.cand.model, cl.w.Replicas, cl.w.GPUs, why)}
+			where, cl.total, cl.cand.model, cl.w.Replicas, cl.w.GPUs, why)}
 	}
 	return reason{ReasonNoCapacity, fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s",
-		cl.w.Replicas, cl.w.GPUs, cl.cand.model, cl.cand.region, free, why)}
+		cl.w.Replicas, cl.w.GPUs, cl.cand.model, where, free, why)}
 }
 
 // freeInReach sums the free GPU capacity of the pools' nodes. Pending

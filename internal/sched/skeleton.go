@@ -26,6 +26,7 @@ type cacheKey struct {
 	reservations *tenancy.Reservation
 	active       string // which reservations are active, one byte each
 	down         []fleet.NodeID
+	byLabel      bool // pools split by PoolLabel
 }
 
 // skeleton is the part of a snapshot that depends on no workload.
@@ -41,7 +42,7 @@ type skeleton struct {
 }
 
 func keyFor(in *Input) cacheKey {
-	k := cacheKey{fleet: in.Fleet, nPartitions: len(in.Partitions), down: in.Down}
+	k := cacheKey{fleet: in.Fleet, nPartitions: len(in.Partitions), down: in.Down, byLabel: poolConstrained(in)}
 	if len(in.Partitions) > 0 {
 		k.partitions = &in.Partitions[0]
 	}
@@ -60,7 +61,20 @@ func keyFor(in *Input) cacheKey {
 
 func (a cacheKey) equal(b cacheKey) bool {
 	return a.fleet == b.fleet && a.partitions == b.partitions && a.nPartitions == b.nPartitions &&
-		a.reservations == b.reservations && a.active == b.active && slices.Equal(a.down, b.down)
+		a.reservations == b.reservations && a.active == b.active && slices.Equal(a.down, b.down) && a.byLabel == b.byLabel
+}
+
+// poolConstrained reports whether some workload has a pool constraint:
+// only then are pools split by the nodes' PoolLabel (so that work without
+// one is placed exactly as before, best fit over all of a model's nodes
+// in a region).
+func poolConstrained(in *Input) bool {
+	for _, w := range in.Workloads {
+		if len(w.Pools) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // skeleton returns the input's skeleton, from the cache when it matches.
@@ -109,19 +123,26 @@ func buildSkeleton(in *Input) *skeleton {
 	}
 	// Which pool each node belongs to: an active reservation first, then a
 	// partition, else the shared pool.
+	byLabel := poolConstrained(in)
+	label := func(n *fleet.Node) string {
+		if byLabel {
+			return n.Labels[PoolLabel]
+		}
+		return ""
+	}
 	access := make([]poolKey, len(f.Nodes))
 	for i, n := range f.Nodes {
-		access[i] = poolKey{region: n.Region, model: n.Model, kind: poolShared}
+		access[i] = poolKey{region: n.Region, model: n.Model, kind: poolShared, label: label(n)}
 	}
 	for pi, p := range in.Partitions {
 		for _, b := range p.Blocks {
 			for _, n := range f.BlockNodes(b) {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi}
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi, label: label(n)}
 			}
 		}
 		for _, id := range p.Nodes {
 			if n, ok := f.Node(id); ok {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi}
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi, label: label(n)}
 			}
 		}
 	}
@@ -132,7 +153,7 @@ func buildSkeleton(in *Input) *skeleton {
 		}
 		for _, id := range r.Nodes {
 			if n, ok := f.Node(id); ok {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolReservation, id: ri}
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolReservation, id: ri, label: label(n)}
 			}
 		}
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // A pool is the set of nodes of one GPU model in one region with the same
-// access rule: shared, one partition, or one reservation. Each pool indexes
+// access rule: shared, one partition, or one reservation (and, while any
+// workload has a pool constraint, the same PoolLabel). Each pool indexes
 // its nodes by number of fully free GPUs so that best-fit search is a few
 // bit scans instead of a walk over the fleet.
 type poolKind uint8
@@ -26,8 +27,13 @@ type poolKey struct {
 	region string
 	model  fleet.ModelID
 	kind   poolKind
-	id     int // partition or reservation index
+	id     int    // partition or reservation index
+	label  string // the nodes' PoolLabel, when some workload asks for pools
 }
+
+// PoolLabel is the node label that names a node's pool, which workloads'
+// Pools name (and policies' pool targets).
+const PoolLabel = "pool"
 
 type pool struct {
 	key     poolKey

@@ -15,11 +15,11 @@ import (
 // The policy actions in force change the scheduler's input each cycle,
 // never the stored state: set_limit and scale_down the tenant tree
 // (adjust), set_priority and reallocate's priority the workloads' priority
-// (reprioritize), migrate to a region the workloads' regions (migrate),
-// drain the nodes in service (drained), set_spot_price the spot prices
+// (reprioritize), migrate the workloads' regions or pools (migrate), drain
+// the nodes in service (drained), set_spot_price the spot prices
 // (spotPrices). notify posts to the notification webhook when its rule
-// fires or resolves (notifications.go). migrate to a pool and
-// reallocate's temporary guarantee are recorded only.
+// fires or resolves (notifications.go). reallocate's temporary guarantee
+// is recorded only.
 
 // inForce returns the actions of these types in force, by policy name
 // then rule order (so later policies win where two set the same thing).
@@ -126,40 +126,55 @@ func (pr *policyRunner) reprioritize(ws []*workload.Workload) ([]*workload.Workl
 	return out, true
 }
 
-// migrate returns the scheduler's workloads with the regions the migrate
-// actions in force to a region narrow them to, and whether any such action
-// is in force: a matched workload that accepts the destination accepts
-// only it (one that does not is left alone: its regions are its owner's
-// promise, such as data residency). The core then evicts matched work
-// running elsewhere, to be placed again in the destination from its last
-// checkpoint. Matched workloads are copied; the others are shared.
+// migrate returns the scheduler's workloads narrowed by the migrate
+// actions in force, and whether any is in force: to a region, a matched
+// workload that accepts the region accepts only it; to a pool (the nodes'
+// "pool" label), a matched workload that names no pools, or names this
+// one, accepts only it. A workload whose own list excludes the
+// destination is left alone (its regions may be a residency promise). The
+// core then evicts matched work running elsewhere, to be placed again in
+// the destination from its last checkpoint. Matched workloads are copied;
+// the others are shared.
 func (pr *policyRunner) migrate(ws []*workload.Workload) ([]*workload.Workload, bool) {
-	var moves []policy.Action
-	for _, a := range pr.inForce(policy.ActionMigrate) {
-		if a.Destination.Kind == policy.TargetRegion {
-			moves = append(moves, a)
-		}
-	}
-	if len(moves) == 0 {
+	acts := pr.inForce(policy.ActionMigrate)
+	if len(acts) == 0 {
 		return ws, false
 	}
 	out := ws
 	copied := false
 	for i, x := range ws {
-		dest := ""
-		for _, a := range moves { // later policies and rules win
-			if targets(a.Target, x) && slices.Contains(x.Regions, a.Destination.Name) {
-				dest = a.Destination.Name
+		region, pool := "", ""
+		for _, a := range acts { // later policies and rules win
+			if !targets(a.Target, x) {
+				continue
+			}
+			d := a.Destination.Name
+			switch a.Destination.Kind {
+			case policy.TargetRegion:
+				if slices.Contains(x.Regions, d) {
+					region = d
+				}
+			case policy.TargetPool:
+				if len(x.Pools) == 0 || slices.Contains(x.Pools, d) {
+					pool = d
+				}
 			}
 		}
-		if dest == "" || len(x.Regions) == 1 {
+		narrowRegions := region != "" && len(x.Regions) > 1
+		narrowPools := pool != "" && !(len(x.Pools) == 1 && x.Pools[0] == pool)
+		if !narrowRegions && !narrowPools {
 			continue
 		}
 		if !copied {
 			out, copied = slices.Clone(ws), true
 		}
 		c := *x
-		c.Regions = []string{dest}
+		if narrowRegions {
+			c.Regions = []string{region}
+		}
+		if narrowPools {
+			c.Pools = []string{pool}
+		}
 		out[i] = &c
 	}
 	return out, true

@@ -286,3 +286,77 @@ func TestPolicyMigrate(t *testing.T) {
 		t.Errorf("no preemption event says why mover moved: %+v", evs.Items)
 	}
 }
+
+// TestPolicyMigrateToPool is the architecture's example: while the
+// cluster is busy, batch work moves to the low-priority pool (nodes
+// labelled pool: low_priority_pool). Batch work running elsewhere is
+// evicted and placed again there; a workload that names another pool
+// stays; other work is not touched.
+func TestPolicyMigrateToPool(t *testing.T) {
+	const cfg = `
+fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: main
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 2, labels: {pool: main}}]
+            - name: low
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 2, labels: {pool: low_priority_pool}}]
+tenants:
+  - name: acme
+`
+	h := newHarness(t, cfg, Options{RateLimit: -1})
+	c := h.tenant("acme")
+	batch := func(name string, pools ...string) api.WorkloadSpec {
+		s := spec(name, 8, 1, "eastus")
+		s.Labels, s.Pools = map[string]string{"class": "batch_jobs"}, pools
+		return s
+	}
+	for _, s := range []api.WorkloadSpec{batch("b1"), batch("pinned", "main"), spec("train", 8, 1, "eastus")} {
+		if _, err := c.Submit(h.ctx, "acme", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Cycle(h.ctx)
+	pool := func(name string) string {
+		t.Helper()
+		w, err := c.Workload(h.ctx, "acme", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Running == nil {
+			return w.State
+		}
+		return strings.SplitN(w.Running.Replicas[0].Node, "-", 2)[0] // block name = pool here
+	}
+	if b1, pinned := pool("b1"), pool("pinned"); b1 != "main" || pinned != "main" {
+		t.Fatalf("b1 runs in %s, pinned in %s; want both in main (filled first)", b1, pinned)
+	}
+	rules := `scheduling_policies:
+  - name: ai_training_priority
+    conditions:
+      - resource_type: gpu_cluster
+        utilization_threshold: 50%
+    actions:
+      - type: migrate
+        target: batch_jobs
+        destination: low_priority_pool
+`
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "ops", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	h.s.Cycle(h.ctx)
+	h.s.Cycle(h.ctx)
+	if got := pool("b1"); got != "low" {
+		t.Errorf("b1 runs in %s, want the low-priority pool", got)
+	}
+	if got := pool("pinned"); got != "main" {
+		t.Errorf("pinned runs in %s; it names pool main and must stay", got)
+	}
+	if got := pool("train"); got == "Pending" {
+		t.Errorf("train is pending; the policy targets batch_jobs only")
+	}
+}

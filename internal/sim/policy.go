@@ -7,6 +7,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
@@ -14,9 +15,11 @@ import (
 // low-priority pool makes it low priority and preemptible, so that anyone
 // of higher priority may take its GPUs (its running work is not forcibly
 // requeued: it is first in line to be preempted, from its checkpoint).
-// A migrate to a region narrows the class's acceptable regions to it, as
+// A migrate to a region, or to a pool the fleet's nodes carry (their
+// "pool" label), narrows the class's acceptable regions or pools to it, as
 // the server does: its jobs running elsewhere are evicted and placed again
-// there.
+// there. The low-priority pool keeps its meaning above when no node
+// carries it.
 const lowPriorityPool = "low_priority_pool"
 
 // policyRun evaluates a strategy's rules every step and applies the
@@ -31,6 +34,9 @@ type policyRun struct {
 	capGPUs map[string]float64 // of the class's GPUs when the rule fired
 	drained map[string]bool
 	regions map[string]string // migrate to a region: the class's only region
+	pools   map[string]string // migrate to a pool of the fleet: the class's only pool
+	// fleetPools are the pools the fleet's nodes are in.
+	fleetPools map[string]bool
 	// unapplied counts actions the simulator does not model (set_limit).
 	unapplied int
 	values    metricValues
@@ -129,7 +135,13 @@ func (s *Sim) loadPolicy() error {
 		return err
 	}
 	s.pol = &policyRun{eng: eng, prio: map[string]workload.Priority{}, preempt: map[string]bool{},
-		capFrac: map[string]float64{}, capGPUs: map[string]float64{}, drained: map[string]bool{}, regions: map[string]string{}}
+		capFrac: map[string]float64{}, capGPUs: map[string]float64{}, drained: map[string]bool{}, regions: map[string]string{}, pools: map[string]string{},
+		fleetPools: map[string]bool{}}
+	for _, n := range s.cfg.Fleet.Nodes {
+		if p := n.Labels[sched.PoolLabel]; p != "" {
+			s.pol.fleetPools[p] = true
+		}
+	}
 	return nil
 }
 
@@ -160,6 +172,11 @@ func (s *Sim) targets() policy.Targets {
 		add(&t.Services, sv.Name)
 	}
 	t.Pools = []string{lowPriorityPool}
+	for _, n := range s.cfg.Fleet.Nodes {
+		if p := n.Labels[sched.PoolLabel]; p != "" {
+			add(&t.Pools, p)
+		}
+	}
 	for _, m := range s.cfg.Fleet.Catalog.ModelNames() {
 		t.Flavors = append(t.Flavors, string(m))
 	}
@@ -180,7 +197,7 @@ func (s *Sim) stepPolicy() {
 	preempt := map[string]bool{}
 	capFrac := map[string]float64{}
 	drained := map[string]bool{}
-	regions := map[string]string{}
+	regions, pools := map[string]string{}, map[string]string{}
 	for _, a := range step.Active {
 		act := a.Action
 		switch act.Type {
@@ -195,12 +212,17 @@ func (s *Sim) stepPolicy() {
 				prio[act.Target.Name] = workload.Priority(act.Priority - 1)
 			}
 		case policy.ActionMigrate:
-			if act.Target.Kind == policy.TargetClass && act.Destination.Name == lowPriorityPool {
+			if act.Target.Kind != policy.TargetClass {
+				break
+			}
+			switch d := act.Destination; {
+			case d.Kind == policy.TargetRegion:
+				regions[act.Target.Name] = d.Name
+			case s.hasPool(d.Name):
+				pools[act.Target.Name] = d.Name
+			case d.Name == lowPriorityPool:
 				prio[act.Target.Name] = workload.PriorityLow
 				preempt[act.Target.Name] = true
-			}
-			if act.Target.Kind == policy.TargetClass && act.Destination.Kind == policy.TargetRegion {
-				regions[act.Target.Name] = act.Destination.Name
 			}
 		case policy.ActionScaleDown:
 			if act.Target.Kind == policy.TargetClass {
@@ -237,8 +259,8 @@ func (s *Sim) stepPolicy() {
 		s.metrics.res.PolicyFirings++
 	}
 	changed := !mapsEqual(prio, p.prio) || !mapsEqual(preempt, p.preempt) || !mapsEqual(drained, p.drained) || !mapsEqual(capFrac, p.capFrac) ||
-		!mapsEqual(regions, p.regions)
-	p.prio, p.preempt, p.capFrac, p.drained, p.regions = prio, preempt, capFrac, drained, regions
+		!mapsEqual(regions, p.regions) || !mapsEqual(pools, p.pools)
+	p.prio, p.preempt, p.capFrac, p.drained, p.regions, p.pools = prio, preempt, capFrac, drained, regions, pools
 	if changed {
 		for _, j := range s.jobs {
 			if !j.done {
@@ -294,11 +316,14 @@ func (s *Sim) applyClass(j *job) {
 	// jobs that accept it (as the server does); the core then evicts those
 	// running elsewhere, and they are placed again there.
 	if j.baseRegions == nil {
-		j.baseRegions = j.w.Regions
+		j.baseRegions, j.basePools = j.w.Regions, j.w.Pools
 	}
-	j.w.Regions = j.baseRegions
+	j.w.Regions, j.w.Pools = j.baseRegions, j.basePools
 	if r, ok := s.pol.regions[j.class]; ok && len(j.baseRegions) > 1 && slices.Contains(j.baseRegions, r) {
 		j.w.Regions = []string{r}
+	}
+	if p, ok := s.pol.pools[j.class]; ok && (len(j.basePools) == 0 || slices.Contains(j.basePools, p)) {
+		j.w.Pools = []string{p}
 	}
 	if p, ok := s.pol.prio[j.class]; ok {
 		j.w.Priority = p
@@ -329,6 +354,9 @@ func (s *Sim) classGPUs(class string) float64 {
 	}
 	return g
 }
+
+// hasPool reports whether some node of the fleet is in pool name.
+func (s *Sim) hasPool(name string) bool { return s.pol.fleetPools[name] }
 
 // enforceCaps evicts preemptible work of scaled-down classes beyond their
 // cap, newest first, gracefully (their work since the last checkpoint is

@@ -144,3 +144,73 @@ func TestMigrateToRegion(t *testing.T) {
 		t.Fatalf("batch jobs seen outside centralus before the rule: %d; checked after: %d; want both > 0", elsewhere, checked)
 	}
 }
+
+// TestMigrateToPool: in a fleet whose nodes carry pool labels, a migrate
+// to a pool confines the class to that pool's nodes, as the server does.
+func TestMigrateToPool(t *testing.T) {
+	sc, err := LoadScenario("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Label every centralus node "spare"; batch jobs accept centralus.
+	for ri := range sc.Fleet.Regions {
+		r := &sc.Fleet.Regions[ri]
+		for zi := range r.Zones {
+			for bi := range r.Zones[zi].Blocks {
+				for gi := range r.Zones[zi].Blocks[bi].Nodes {
+					g := &r.Zones[zi].Blocks[bi].Nodes[gi]
+					if r.Name == "centralus" {
+						g.Labels = map[string]string{"pool": "spare"}
+					}
+				}
+			}
+		}
+	}
+	fsys := fstest.MapFS{
+		"s/move.yaml": {Data: []byte("name: move\ndescription: batch to the spare pool after 6h\npolicies: move-policy.yaml\n")},
+		"s/move-policy.yaml": {Data: []byte(`policies:
+  - name: move_batch
+    when: {metric: utilization, of: cluster, above: 1%, for: 6h}
+    then:
+      - {type: migrate, target: class:batch_jobs, destination: pool:spare}
+`)},
+	}
+	st, err := LoadStrategy(fsys, "s/move")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(sc, st, Options{Seed: 1, Duration: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, checked := 0, 0
+	var since time.Time
+	s.afterStep = func() {
+		if s.pol.pools["batch_jobs"] != "spare" {
+			for _, j := range s.jobs {
+				if !j.done && j.class == "batch_jobs" && j.w.Running != nil && j.w.Running.Region != "centralus" {
+					elsewhere++
+				}
+			}
+			return
+		}
+		if since.IsZero() {
+			since = s.now
+		}
+		if s.now.Sub(since) < 15*time.Minute {
+			return
+		}
+		for _, j := range s.jobs {
+			if !j.done && j.class == "batch_jobs" && j.w.Running != nil {
+				checked++
+				if j.w.Running.Region != "centralus" {
+					t.Errorf("%v: batch job %s runs in %s, outside the spare pool", s.now, j.w.Name, j.w.Running.Region)
+				}
+			}
+		}
+	}
+	s.Run()
+	if elsewhere == 0 || checked == 0 {
+		t.Fatalf("batch jobs seen outside the pool before the rule: %d; checked after: %d; want both > 0", elsewhere, checked)
+	}
+}

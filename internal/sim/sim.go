@@ -47,7 +47,8 @@ type job struct {
 	lastReason   string // why it was pending at the last cycle
 	basePriority workload.Priority
 	basePreempt  bool
-	baseRegions  []string // the spec's regions, before a migrate narrows them
+	baseRegions  []string // the spec's regions and pools, before a migrate narrows them
+	basePools    []string
 }
 
 func (j *job) gpus() resource.MilliGPU { return j.w.TotalGPUs() }

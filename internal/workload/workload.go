@@ -13,6 +13,7 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,9 +139,12 @@ type Spec struct {
 	CPU    resource.MilliCPU `yaml:"cpu_milli"`
 	Memory resource.MiB      `yaml:"memory_mib"`
 	// Acceptable GPU models and regions, most preferred first.
-	Flavors  []fleet.ModelID `yaml:"flavors"`
-	Regions  []string        `yaml:"regions"`
-	Topology Topology        `yaml:"topology"`
+	Flavors []fleet.ModelID `yaml:"flavors"`
+	Regions []string        `yaml:"regions"`
+	// Pools, when set, are the node pools (the nodes' "pool" label) the
+	// workload may run in; empty: any node of its flavors and regions.
+	Pools    []string `yaml:"pools"`
+	Topology Topology `yaml:"topology"`
 	// ExpectedRuntime is how long the workload runs when never interrupted.
 	ExpectedRuntime    time.Duration     `yaml:"expected_runtime"`
 	CheckpointInterval time.Duration     `yaml:"checkpoint_interval"`
@@ -181,6 +185,12 @@ func (s *Spec) Validate() []FieldError {
 	}
 	if len(s.Regions) == 0 {
 		add("regions", "list at least one acceptable region")
+	}
+	for i, p := range s.Pools {
+		if p == "" || slices.Contains(s.Pools[:i], p) {
+			add("pools", "pool names must be non-empty and listed once, got %q", s.Pools)
+			break
+		}
 	}
 	if s.CPU < 0 || s.Memory < 0 {
 		add("cpu_milli", "CPU and memory must not be negative")
