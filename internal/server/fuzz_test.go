@@ -16,6 +16,7 @@ var bodyRoutes = []struct {
 	method, path, admin, seed string
 }{
 	{"POST", "/v1/tenants/contoso/workloads", "", `{"name":"j","gpus":"0.5","replicas":2,"flavors":["A100-80G"],"regions":["eastus"],"priority":"high","kind":"training","topology":"same-block","checkpoint_interval":"30m"}`},
+	{"POST", "/v1/tenants/contoso/workloads", "", `{"name":"p","gpus":1,"flavors":["A100-80G"],"regions":["eastus"],"pools":["spare"]}`},
 	{"POST", "/v1/tenants/contoso/reservations", "", `{"name":"r","sku":"Standard_ND96isr_H100_v5","capacity":1,"region":"eastus"}`},
 	{"PATCH", "/v1/tenants/contoso/reservations/r0", "", `{"capacity":2}`},
 	{"POST", "/v1/tenants", "admin", `{"name":"t","parent":"customers","quotas":[{"flavor":"A100-80G","region":"eastus","guaranteed":8,"limit":"16"}]}`},
@@ -100,6 +101,7 @@ func TestBadBodies(t *testing.T) {
 		{"unknown region", `{"name":"j","gpus":1,"flavors":["A100-80G"],"regions":["mars"]}`, "", 400, api.CodeInvalid, "regions", "not in the fleet"},
 		{"too big for a machine", `{"name":"j","gpus":16,"flavors":["A100-80G"],"regions":["eastus"]}`, "", 400, api.CodeInvalid, "gpus", "largest machine"},
 		{"bad name", `{"name":"../x","gpus":1,"flavors":["A100-80G"],"regions":["eastus"]}`, "", 400, api.CodeInvalid, "name", ""},
+		{"bad pools", `{"name":"j","gpus":1,"flavors":["A100-80G"],"regions":["eastus"],"pools":["a","a"]}`, "", 400, api.CodeInvalid, "pools", "listed once"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
