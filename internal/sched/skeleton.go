@@ -9,8 +9,8 @@ import (
 )
 
 // Cache keeps what a snapshot derives from the fleet, partitions,
-// reservations and down nodes alone (which pool each node is in, the
-// blocks), so that repeated cycles over the same ones — the simulator's —
+// reservations and down nodes alone, and whether any workload names pools
+// (which pool each node is in, the blocks), so that repeated cycles over the same ones — the simulator's —
 // skip rebuilding it. It is a memo: a Plan is the same with or without it.
 // The zero value is ready to use; a Cache must not be shared between
 // goroutines.
@@ -29,7 +29,8 @@ type cacheKey struct {
 	byLabel      bool // pools split by PoolLabel
 }
 
-// skeleton is the part of a snapshot that depends on no workload.
+// skeleton is the part of a snapshot that depends on no workload (but for
+// whether one names pools).
 type skeleton struct {
 	nodes       []nodeState // free points into backing; no running work
 	backing     []int32
