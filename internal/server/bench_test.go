@@ -139,6 +139,11 @@ func BenchmarkSubmitAtRate(b *testing.B) {
 		}
 		os.WriteFile(f, []byte(sb.String()), 0o644)
 	}
+	// How late the load generator sent: the part of the latency spent
+	// before the request left (all clients busy, or waiting for a CPU).
+	late := slices.Clone(sent)
+	slices.Sort(late)
+	b.ReportMetric(float64(late[len(late)*99/100].Microseconds())/1000, "send-delay-p99-ms")
 	reportLatency(b, lat, failed.Load(), elapsed)
 }
 
