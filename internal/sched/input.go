@@ -24,7 +24,11 @@ type Input struct {
 	// SpotPrices are the current spot prices; a spot workload with a max
 	// price is not placed where the price is above it.
 	SpotPrices []SpotPrice
-	Options    Options
+	// Evict names running workloads to evict this cycle whatever else
+	// happens, with the reason to give (the server's policy caps on a class
+	// of work use it). Names of workloads not running are ignored.
+	Evict   map[workload.ID]string
+	Options Options
 	// Cache, when set, memoises what depends on the fleet alone across
 	// cycles (see Cache). It never changes the Plan.
 	Cache *Cache

@@ -98,6 +98,9 @@ const (
 	ReasonNoFlavor        ReasonCode = "NoFlavor"        // the fleet has none of the acceptable flavors/regions
 	ReasonSpotPrice       ReasonCode = "SpotPrice"       // the spot price is above the workload's max price
 	ReasonInvalid         ReasonCode = "Invalid"         // the spec can never run here
+	// ReasonPolicyHeld is not the core's: callers that hold work back
+	// before scheduling (the server's policy caps on a class) report it.
+	ReasonPolicyHeld ReasonCode = "PolicyHeld"
 )
 
 // reason is one candidate's failure.

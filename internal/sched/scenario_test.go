@@ -31,6 +31,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	regions NAME R... the workload now accepts only these regions (as a
 //	                  policy's migrate narrows them); pools NAME P... the
 //	                  same for node pools
+//	evict NAME WHY... the next schedule evicts the workload (Input.Evict)
 //	tick DURATION     advance the clock
 //
 // Regenerate the expected output with: go test ./internal/sched -run TestScenarios -rewrite
@@ -83,10 +84,11 @@ func parseScript(t *testing.T, file string) []step {
 }
 
 type harness struct {
-	cfg  *config.Config
-	ws   []*workload.Workload
-	now  time.Time
-	down []fleet.NodeID
+	cfg   *config.Config
+	ws    []*workload.Workload
+	now   time.Time
+	down  []fleet.NodeID
+	evict map[workload.ID]string
 }
 
 func (h *harness) run(t *testing.T, st step) string {
@@ -113,7 +115,8 @@ func (h *harness) run(t *testing.T, st step) string {
 		return "ok"
 	case "schedule":
 		in := h.cfg.Input()
-		in.Now, in.Workloads, in.Down = h.now, h.ws, h.down
+		in.Now, in.Workloads, in.Down, in.Evict = h.now, h.ws, h.down, h.evict
+		h.evict = nil
 		plan := sched.Schedule(in)
 		h.ws = sched.Apply(h.ws, plan, h.now)
 		return formatPlan(plan)
@@ -140,6 +143,12 @@ func (h *harness) run(t *testing.T, st step) string {
 			}
 		}
 		return "error: no workload " + fields[1]
+	case "evict":
+		if h.evict == nil {
+			h.evict = map[workload.ID]string{}
+		}
+		h.evict[workload.ID(fields[1])] = strings.Join(fields[2:], " ")
+		return "ok"
 	case "fail-node":
 		h.down = append(h.down, fleet.NodeID(fields[1]))
 		return "ok"

@@ -117,7 +117,7 @@ func (s *snapshot) classes() []Class {
 // evictUnusable evicts every running workload that cannot stay where it
 // is: one with a replica on a down node (a gang as a whole), or one that
 // runs on a GPU model, in a region or in a pool its spec no longer accepts
-// (a policy's migrate narrowed it). It frees their GPUs on the nodes that are up.
+// (a policy's migrate narrowed it), or one the input says to evict. It frees their GPUs on the nodes that are up.
 func (s *snapshot) evictUnusable(plan *Plan) {
 	for i := range s.run {
 		r := &s.run[i]
@@ -127,6 +127,9 @@ func (s *snapshot) evictUnusable(plan *Plan) {
 				reason = fmt.Sprintf("node %s is down", s.nodes[n].node.ID)
 				break
 			}
+		}
+		if why, ok := s.in.Evict[r.w.Name]; ok && reason == "" {
+			reason = why
 		}
 		if reason == "" && !(slices.Contains(r.w.Flavors, r.key.Model) && slices.Contains(r.w.Regions, r.key.Region)) {
 			reason = fmt.Sprintf("runs on %s in %s, which it no longer accepts (flavors %v, regions %v)", r.key.Model, r.key.Region, r.w.Flavors, r.w.Regions)

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/policy"
@@ -15,11 +18,12 @@ import (
 // The policy actions in force change the scheduler's input each cycle,
 // never the stored state: set_limit and scale_down the tenant tree
 // (adjust), set_priority and reallocate's priority the workloads' priority
-// (reprioritize), migrate the workloads' regions or pools (migrate), drain
-// the nodes in service (drained), set_spot_price the spot prices
-// (spotPrices). notify posts to the notification webhook when its rule
-// fires or resolves (notifications.go). reallocate's temporary guarantee
-// is recorded only.
+// (reprioritize), migrate the workloads' regions or pools (migrate),
+// scale_down and set_limit on a class, service or selector the work the
+// core sees and evicts (classCaps), drain the nodes in service (drained),
+// set_spot_price the spot prices (spotPrices). notify posts to the
+// notification webhook when its rule fires or resolves
+// (notifications.go). reallocate's temporary guarantee is recorded only.
 
 // inForce returns the actions of these types in force, by policy name
 // then rule order (so later policies win where two set the same thing).
@@ -178,6 +182,138 @@ func (pr *policyRunner) migrate(ws []*workload.Workload) ([]*workload.Workload, 
 		out[i] = &c
 	}
 	return out, true
+}
+
+// capKey names an action in force: policy, rule and action index.
+func capKey(pol string, a policy.ActiveAction) string {
+	return pol + "\x00" + a.Rule + "\x00" + strconv.Itoa(a.Index)
+}
+
+// classCapped reports whether a is a cap on work other than a tenant's
+// (those change the tenant tree instead: adjust).
+func classCapped(a policy.Action) bool {
+	return (a.Type == policy.ActionScaleDown || a.Type == policy.ActionSetLimit) && a.Target.Kind != policy.TargetTenant
+}
+
+// recordCapBases remembers, for each scale_down on a class that has just
+// come into force, the GPUs its target holds (as the simulator does: the
+// cap is a fraction of what the class had when the rule fired), and
+// forgets those no longer in force. Called with pr.mu held. After a
+// restart the base is what the class holds at the first evaluation.
+func (pr *policyRunner) recordCapBases(pol string, active []policy.ActiveAction, wd *world) {
+	live := map[string]bool{}
+	for _, a := range active {
+		if a.Action.Type != policy.ActionScaleDown || !classCapped(a.Action) {
+			continue
+		}
+		k := capKey(pol, a)
+		live[k] = true
+		if _, ok := pr.capBase[k]; ok {
+			continue
+		}
+		var held resource.MilliGPU
+		for _, x := range wd.Workloads {
+			if w := schedWorkload(x); w.Running != nil && targets(a.Action.Target, w) {
+				held = held.Add(w.TotalGPUs())
+			}
+		}
+		pr.capBase[k] = held
+	}
+	prefix := pol + "\x00"
+	for k := range pr.capBase {
+		if strings.HasPrefix(k, prefix) && !live[k] {
+			delete(pr.capBase, k)
+		}
+	}
+}
+
+// classCaps applies the caps in force on classes, services and selectors
+// (scale_down to a fraction of what the target held when it came into
+// force, set_limit to a number of GPUs), as the simulator does: while the
+// target's running work is over its cap, its preemptible work is evicted,
+// newest first; its pending work is held back while admitting it would
+// pass the cap. It returns the workloads the core should see (held ones
+// removed), the evictions, the held workloads' pending entries, and
+// whether any cap is in force.
+func (pr *policyRunner) classCaps(ws []*workload.Workload) ([]*workload.Workload, map[workload.ID]string, []sched.Pending, bool) {
+	type capped struct {
+		target policy.Target
+		limit  resource.MilliGPU
+		why    string
+	}
+	var caps []capped
+	pr.mu.Lock()
+	for _, n := range sortedKeys(pr.active) {
+		for _, a := range pr.active[n] {
+			if !classCapped(a.Action) {
+				continue
+			}
+			c := capped{target: a.Action.Target}
+			if a.Action.Type == policy.ActionSetLimit {
+				c.limit = resource.MilliGPU(a.Action.Limit.Value * resource.PerGPU)
+			} else {
+				c.limit = resource.MilliGPU(float64(pr.capBase[capKey(n, a)]) * a.Action.MinCapacity.Value)
+			}
+			c.why = fmt.Sprintf("%s capped at %v GPUs by policy %s, rule %s", a.Action.Target, c.limit, n, a.Rule)
+			caps = append(caps, c)
+		}
+	}
+	pr.mu.Unlock()
+	if len(caps) == 0 {
+		return ws, nil, nil, false
+	}
+	evict := map[workload.ID]string{}
+	held := map[workload.ID]string{}
+	for _, c := range caps {
+		var used resource.MilliGPU
+		var running, pending []*workload.Workload
+		for _, w := range ws {
+			if !targets(c.target, w) || held[w.Name] != "" {
+				continue
+			}
+			if w.Running == nil {
+				pending = append(pending, w)
+			} else if evict[w.Name] == "" {
+				used = used.Add(w.TotalGPUs())
+				running = append(running, w)
+			}
+		}
+		// Newest first, as the simulator evicts.
+		slices.SortStableFunc(running, func(a, b *workload.Workload) int { return b.Running.StartedAt.Compare(a.Running.StartedAt) })
+		for _, w := range running {
+			if used <= c.limit {
+				break
+			}
+			if w.Preemptible {
+				evict[w.Name] = "evicted: " + c.why
+				used = used.Sub(w.TotalGPUs())
+			}
+		}
+		// Higher priority, then older, first.
+		slices.SortStableFunc(pending, func(a, b *workload.Workload) int {
+			if a.Priority != b.Priority {
+				return int(b.Priority) - int(a.Priority)
+			}
+			return a.SubmittedAt.Compare(b.SubmittedAt)
+		})
+		for _, w := range pending {
+			if used.Add(w.TotalGPUs()) <= c.limit {
+				used = used.Add(w.TotalGPUs())
+				continue
+			}
+			held[w.Name] = "held: " + c.why
+		}
+	}
+	var out []*workload.Workload
+	var pend []sched.Pending
+	for _, w := range ws {
+		if why := held[w.Name]; why != "" {
+			pend = append(pend, sched.Pending{Workload: w.Name, Code: sched.ReasonPolicyHeld, Reason: why})
+			continue
+		}
+		out = append(out, w)
+	}
+	return out, evict, pend, true
 }
 
 // targets reports whether a policy target names workload x: its tenant;

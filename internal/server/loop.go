@@ -279,14 +279,18 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			now, gen = s.now(), s.policies.generation()
 		}
 		in := w.input(now, s.policies.adjust(w))
-		var reprioritized, migrated bool
+		var reprioritized, migrated, capped bool
+		var held []sched.Pending
 		in.Workloads, reprioritized = s.policies.reprioritize(in.Workloads)
 		in.Workloads, migrated = s.policies.migrate(in.Workloads)
+		all := in.Workloads // held work is pending too, for the metrics
+		in.Workloads, in.Evict, held, capped = s.policies.classCaps(in.Workloads)
 		if d := s.policies.drained(w); len(d) > 0 {
 			in.Down = append(slices.Clip(in.Down), d...)
 		}
 		in.SpotPrices = s.policies.spotPrices(w)
 		plan := sched.Schedule(in)
+		plan.Pending = append(plan.Pending, held...)
 		if len(plan.Placements)+len(plan.Preemptions) > 0 {
 			var res store.Applied
 			err = s.st.Update(ctx, func(tx store.WriteTx) error {
@@ -309,10 +313,12 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			s.log.Info("scheduler: plan applied", "base", w.Revision, "placed", res.Placed, "preempted", res.Preempted, "pending", len(plan.Pending))
 		}
 		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending})
-		s.metrics.observe(w, in, plan)
+		observed := in
+		observed.Workloads = all
+		s.metrics.observe(w, observed, plan)
 		s.settledMu.Lock()
 		s.settled = nil
-		if !reprioritized && !migrated { // alike ignores the labels these actions may match
+		if !reprioritized && !migrated && !capped { // alike ignores the labels these actions may match
 			s.settled = newSettled(w, in, plan, gen)
 		}
 		s.settledMu.Unlock()

@@ -360,3 +360,78 @@ tenants:
 		t.Errorf("train is pending; the policy targets batch_jobs only")
 	}
 }
+
+// TestPolicyClassCap is the architecture's other half of
+// ai_training_priority: "scale_down developer_instances to 30%" caps a
+// class of work, not a tenant. While it is in force the class's
+// preemptible work beyond the cap is evicted, newest first, its pending
+// work waits with a reason, other work is untouched; when the policy goes,
+// the waiting work runs.
+func TestPolicyClassCap(t *testing.T) {
+	tc := newTestClock()
+	h := newHarness(t, testConfig, Options{Clock: tc.Now, RateLimit: -1})
+	c := h.tenant("fabrikam")
+	dev := func(name string) api.WorkloadSpec {
+		s := spec(name, 4, 1, "eastus")
+		s.Labels, s.Preemptible = map[string]string{"class": "developer_instances"}, true
+		return s
+	}
+	// Four 4-GPU developer instances (16 GPUs), started a minute apart,
+	// and one 8-GPU job of another class.
+	for _, n := range []string{"dev-0", "dev-1", "dev-2", "dev-3"} {
+		if _, err := c.Submit(h.ctx, "fabrikam", dev(n)); err != nil {
+			t.Fatal(err)
+		}
+		h.s.Cycle(h.ctx)
+		tc.Advance(time.Minute)
+	}
+	if _, err := c.Submit(h.ctx, "fabrikam", spec("other", 8, 1, "eastus")); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	state := func(name string) (string, string) {
+		t.Helper()
+		w, err := c.Why(h.ctx, "fabrikam", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.State, w.Reason
+	}
+	rules := `scheduling_policies:
+  - name: ai_training_priority
+    conditions:
+      - resource_type: gpu_cluster
+        utilization_threshold: 10%
+    actions:
+      - type: scale_down
+        target: developer_instances
+        min_capacity: 50%
+`
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "ops", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	h.s.Cycle(h.ctx)
+	// 50% of 16 GPUs: the two newest go.
+	for n, want := range map[string]string{"dev-0": "Running", "dev-1": "Running", "dev-2": "Pending", "dev-3": "Pending", "other": "Running"} {
+		if got, why := state(n); got != want {
+			t.Errorf("%s is %s (%s), want %s", n, got, why, want)
+		}
+	}
+	if _, err := c.Submit(h.ctx, "fabrikam", dev("dev-4")); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	if got, why := state("dev-4"); got != "Pending" || !strings.Contains(why, "capped at 8 GPUs by policy ops") {
+		t.Errorf("dev-4 is %s (%q), want pending, held by the cap", got, why)
+	}
+	if err := h.admin.DeletePolicy(h.ctx, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	for _, n := range []string{"dev-2", "dev-3", "dev-4"} {
+		if got, why := state(n); got != "Running" {
+			t.Errorf("%s is %s (%s) after the policy went, want Running", n, got, why)
+		}
+	}
+}

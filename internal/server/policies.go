@@ -12,6 +12,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
@@ -33,6 +34,10 @@ type policyRunner struct {
 	// sent (see sendNotifications).
 	hc        *http.Client
 	delivered chan struct{}
+	// capBase holds, per scale_down in force on a class, service or
+	// selector (policy, rule, action index), the GPUs its target held
+	// when it came into force (see classCaps).
+	capBase map[string]resource.MilliGPU
 }
 
 func (pr *policyRunner) generation() uint64 {
@@ -46,7 +51,7 @@ const policyWindow = 5 * time.Minute
 
 func newPolicyRunner(s *Server) *policyRunner {
 	return &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
-		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}}
+		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}, capBase: map[string]resource.MilliGPU{}}
 }
 
 // knownTargets lists what policies may name: tenants, GPU models, regions,
@@ -227,6 +232,7 @@ func (pr *policyRunner) tick(ctx context.Context) {
 			pr.gen++
 		}
 		pr.active[n] = step.Active
+		pr.recordCapBases(n, step.Active, wd)
 		for _, f := range step.Firings {
 			firings = append(firings, &store.Firing{Policy: n, Rule: f.Rule, Event: f.Event.String(), Time: f.Time, DryRun: f.DryRun, Text: f.String()})
 			pr.s.metrics.firings.WithLabelValues(n, f.Rule, f.Event.String()).Inc()
