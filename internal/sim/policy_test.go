@@ -94,55 +94,7 @@ func TestMigrateToRegion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsys := fstest.MapFS{
-		"s/move.yaml": {Data: []byte("name: move\ndescription: batch to centralus after 6h\npolicies: move-policy.yaml\n")},
-		"s/move-policy.yaml": {Data: []byte(`policies:
-  - name: move_batch
-    when: {metric: utilization, of: cluster, above: 1%, for: 6h}
-    then:
-      - {type: migrate, target: class:batch_jobs, destination: region:centralus}
-`)},
-	}
-	st, err := LoadStrategy(fsys, "s/move")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(sc, st, Options{Seed: 1, Duration: 24 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	elsewhere, checked := 0, 0
-	var since time.Time
-	s.afterStep = func() {
-		if s.pol.regions["batch_jobs"] != "centralus" {
-			for _, j := range s.jobs {
-				if !j.done && j.class == "batch_jobs" && j.w.Running != nil && j.w.Running.Region != "centralus" {
-					elsewhere++
-				}
-			}
-			return
-		}
-		// Evicted in one cycle, placed again in the next: allow three
-		// 5-minute cycles.
-		if since.IsZero() {
-			since = s.now
-		}
-		if s.now.Sub(since) < 15*time.Minute {
-			return
-		}
-		for _, j := range s.jobs {
-			if !j.done && j.class == "batch_jobs" && j.w.Running != nil {
-				checked++
-				if j.w.Running.Region != "centralus" {
-					t.Errorf("%v: batch job %s runs in %s while migrated to centralus", s.now, j.w.Name, j.w.Running.Region)
-				}
-			}
-		}
-	}
-	s.Run()
-	if elsewhere == 0 || checked == 0 {
-		t.Fatalf("batch jobs seen outside centralus before the rule: %d; checked after: %d; want both > 0", elsewhere, checked)
-	}
+	migrateBatch(t, sc, "region:centralus", func(s *Sim) bool { return s.pol.regions["batch_jobs"] == "centralus" })
 }
 
 // TestMigrateToPool: in a fleet whose nodes carry pool labels, a migrate
@@ -155,24 +107,34 @@ func TestMigrateToPool(t *testing.T) {
 	// Label every centralus node "spare"; batch jobs accept centralus.
 	for ri := range sc.Fleet.Regions {
 		r := &sc.Fleet.Regions[ri]
+		if r.Name != "centralus" {
+			continue
+		}
 		for zi := range r.Zones {
 			for bi := range r.Zones[zi].Blocks {
 				for gi := range r.Zones[zi].Blocks[bi].Nodes {
-					g := &r.Zones[zi].Blocks[bi].Nodes[gi]
-					if r.Name == "centralus" {
-						g.Labels = map[string]string{"pool": "spare"}
-					}
+					r.Zones[zi].Blocks[bi].Nodes[gi].Labels = map[string]string{"pool": "spare"}
 				}
 			}
 		}
 	}
+	migrateBatch(t, sc, "pool:spare", func(s *Sim) bool { return s.pol.pools["batch_jobs"] == "spare" })
+}
+
+// migrateBatch runs a day of sc with a rule that, after 6 hours, migrates
+// batch_jobs to dest (centralus or a pool of its nodes), and checks that
+// batch jobs ran outside centralus before and, from three 5-minute cycles
+// after the rule is in force (evicted in one, placed again in the next),
+// only in it.
+func migrateBatch(t *testing.T, sc *Scenario, dest string, inForce func(*Sim) bool) {
+	t.Helper()
 	fsys := fstest.MapFS{
-		"s/move.yaml": {Data: []byte("name: move\ndescription: batch to the spare pool after 6h\npolicies: move-policy.yaml\n")},
+		"s/move.yaml": {Data: []byte("name: move\ndescription: batch moves after 6h\npolicies: move-policy.yaml\n")},
 		"s/move-policy.yaml": {Data: []byte(`policies:
   - name: move_batch
     when: {metric: utilization, of: cluster, above: 1%, for: 6h}
     then:
-      - {type: migrate, target: class:batch_jobs, destination: pool:spare}
+      - {type: migrate, target: class:batch_jobs, destination: ` + dest + `}
 `)},
 	}
 	st, err := LoadStrategy(fsys, "s/move")
@@ -186,7 +148,7 @@ func TestMigrateToPool(t *testing.T) {
 	elsewhere, checked := 0, 0
 	var since time.Time
 	s.afterStep = func() {
-		if s.pol.pools["batch_jobs"] != "spare" {
+		if !inForce(s) {
 			for _, j := range s.jobs {
 				if !j.done && j.class == "batch_jobs" && j.w.Running != nil && j.w.Running.Region != "centralus" {
 					elsewhere++
@@ -204,13 +166,13 @@ func TestMigrateToPool(t *testing.T) {
 			if !j.done && j.class == "batch_jobs" && j.w.Running != nil {
 				checked++
 				if j.w.Running.Region != "centralus" {
-					t.Errorf("%v: batch job %s runs in %s, outside the spare pool", s.now, j.w.Name, j.w.Running.Region)
+					t.Errorf("%v: batch job %s runs in %s while migrated to %s", s.now, j.w.Name, j.w.Running.Region, dest)
 				}
 			}
 		}
 	}
 	s.Run()
 	if elsewhere == 0 || checked == 0 {
-		t.Fatalf("batch jobs seen outside the pool before the rule: %d; checked after: %d; want both > 0", elsewhere, checked)
+		t.Fatalf("batch jobs seen outside centralus before the rule: %d; checked after: %d; want both > 0", elsewhere, checked)
 	}
 }
