@@ -453,6 +453,17 @@ rules:
 	if err := json.Unmarshal([]byte(get(t, p.addr+"/v1/openapi.json")), &doc); err != nil || doc["openapi"] == nil {
 		t.Fatalf("openapi.json: %v", err)
 	}
+	// A workload may name node pools; no node of this fleet is in "spare",
+	// and why says so.
+	submit("contoso", "pinned", "name: pinned\ngpus: 1\nflavors: [H100-80G]\nregions: [eastus]\npools: [spare]\n")
+	waitFor(t, 5*time.Second, "why pinned", func() bool {
+		why = api.Why{}
+		cliJSON(t, p, tok["contoso"], &why, "workload", "why", "pinned")
+		return why.Code != ""
+	})
+	if !strings.Contains(why.Reason, "pools [spare]") {
+		t.Errorf("why pinned: %+v, want the pool named", why)
+	}
 	if strings.Contains(p.log.String(), adminToken) || strings.Contains(p.log.String(), tok["contoso"]) {
 		t.Fatal("a token secret appears in the server log")
 	}
