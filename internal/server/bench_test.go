@@ -23,6 +23,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/server/loadgen"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -98,62 +99,33 @@ func BenchmarkSubmitAtRate(b *testing.B) {
 	}
 	cl, done := benchServer(b)
 	defer done()
-	lat := make([]time.Duration, b.N)
-	sent := make([]time.Duration, b.N) // how late each was sent: all in flight, or a client waiting for a CPU
-	due := make(chan int, b.N)
-	var failed atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
-	at := func(i int) time.Time { return start.Add(time.Duration(float64(i) / rate * float64(time.Second))) }
-	var wg sync.WaitGroup
-	for w := 0; w < benchClients(); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range due {
-				sent[i] = time.Since(at(i))
-				err := benchSubmit(cl, i)
-				lat[i] = time.Since(at(i))
-				if err != nil {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	for i := 0; i < b.N; i++ {
-		if d := time.Until(at(i)); d > 0 {
-			time.Sleep(d)
-		}
-		due <- i
-	}
-	close(due)
-	wg.Wait()
-	elapsed := time.Since(start)
+	r := loadgen.OpenLoop(rate, b.N, benchClients(), func(i int) error { return benchSubmit(cl, i) })
 	b.StopTimer()
 	b.ReportMetric(rate, "offered/s")
 	if f := os.Getenv("ARBITER_BENCH_DUMP"); f != "" {
 		var sb strings.Builder
-		for i, l := range lat {
-			fmt.Fprintf(&sb, "%d %d %d\n", at(i).Sub(start).Microseconds(), l.Microseconds(), sent[i].Microseconds())
+		for i, l := range r.Latency {
+			fmt.Fprintf(&sb, "%d %d %d\n", r.Due[i].Microseconds(), l.Microseconds(), r.SendDelay[i].Microseconds())
 		}
 		os.WriteFile(f, []byte(sb.String()), 0o644)
 	}
 	// How late the load generator sent: the part of the latency spent
 	// before the request left (all clients busy, or waiting for a CPU).
-	late := slices.Clone(sent)
+	late := slices.Clone(r.SendDelay)
 	slices.Sort(late)
 	b.ReportMetric(float64(late[len(late)*99/100].Microseconds())/1000, "send-delay-p99-ms")
-	reportLatency(b, lat, failed.Load(), elapsed)
+	reportLatency(b, r.Latency, r.Failed, r.Elapsed)
 }
 
 // submitFromProcess is BenchmarkSubmitAtRate with the load generator in
-// its own process (./loadgen), as clients are in real use: the server's
+// its own process (./loadgen/cmd), as clients are in real use: the server's
 // process then schedules only its own goroutines. Both still share the
 // machine's cores.
 func submitFromProcess(b *testing.B, rate float64) {
 	gen := filepath.Join(b.TempDir(), "loadgen")
-	if out, err := exec.Command("go", "build", "-o", gen, "./loadgen").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", gen, "./loadgen/cmd").CombinedOutput(); err != nil {
 		b.Fatalf("building the load generator: %v\n%s", err, out)
 	}
 	e := benchServerWith(b)
@@ -165,11 +137,7 @@ func submitFromProcess(b *testing.B, rate float64) {
 	if err != nil {
 		b.Fatalf("load generator: %v", err)
 	}
-	var r struct {
-		Failed    int64   `json:"failed"`
-		Elapsed   float64 `json:"elapsed_s"`
-		LatencyUS []int64 `json:"latency_us"`
-	}
+	var r loadgen.Output
 	if err := json.Unmarshal(out, &r); err != nil || len(r.LatencyUS) != b.N {
 		b.Fatalf("load generator said %.200q: %v", out, err)
 	}
@@ -264,10 +232,7 @@ func benchServerWith(b *testing.B) benchEnv {
 }
 
 // benchSubmit submits the i-th 1-GPU preemptible workload.
-func benchSubmit(cl *client.Client, i int) error {
-	_, err := cl.Submit(context.Background(), "acme", api.WorkloadSpec{Name: fmt.Sprintf("j%d", i), GPUs: 1000, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}, Preemptible: true})
-	return err
-}
+func benchSubmit(cl *client.Client, i int) error { return loadgen.Submit(cl, "acme", i) }
 
 // reportLatency fails on any failed submission and reports submissions/s
 // and latency percentiles.
