@@ -211,9 +211,11 @@ func benchServerWith(b *testing.B) benchEnv {
 			b.ReportMetric(testutil.ToFloat64(s.metrics.quietCycles), "quiet-cycles")
 			b.ReportMetric(m.Histogram.GetSampleSum()*1000/float64(n), "ms/cycle")
 		}
-		if c, w := st.BatchStats(); c > 0 {
-			b.ReportMetric(float64(c), "commits")
-			b.ReportMetric(float64(w)/float64(c), "writers/commit")
+		var cw dto.Metric
+		if s.metrics.commitWrites != nil && s.metrics.commitWrites.Write(&cw) == nil && cw.Histogram.GetSampleCount() > 0 {
+			c := float64(cw.Histogram.GetSampleCount())
+			b.ReportMetric(c, "commits")
+			b.ReportMetric(cw.Histogram.GetSampleSum()/c, "writers/commit")
 		}
 	}
 	admin := client.New(hs.URL, testAdmin)

@@ -22,10 +22,13 @@ type metrics struct {
 	preemptions *prometheus.CounterVec
 	conflicts   prometheus.Counter
 	quietCycles prometheus.Counter
-	firings     *prometheus.CounterVec
-	requests    *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	submissions prometheus.Counter
+	// commitWrites is the store's group commits (writes per commit), when
+	// the store reports them (watchCommits).
+	commitWrites prometheus.Histogram
+	firings      *prometheus.CounterVec
+	requests     *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	submissions  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -82,6 +85,7 @@ func (m *metrics) watchCommits(st commitObserver) {
 	writes := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "arbiter_store_commit_writes",
 		Help: "Batched writes carried by a group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)})
 	m.reg.MustRegister(dur, wait, writes)
+	m.commitWrites = writes
 	st.ObserveCommits(func(c store.CommitStats) {
 		dur.Observe(c.Commit.Seconds())
 		wait.Observe(c.Wait.Seconds())

@@ -29,8 +29,7 @@ type BoltStore struct {
 	// closed by the writer that brings the queue to minBatch.
 	grown chan struct{}
 
-	commits, grouped atomic.Int64 // Batch's commits and the writers they carried
-	observe          atomic.Pointer[func(CommitStats)]
+	observe atomic.Pointer[func(CommitStats)] // see ObserveCommits
 }
 
 type batchCall struct {
@@ -239,12 +238,8 @@ func (s *BoltStore) commitGroup(calls []*batchCall) {
 			calls = append(calls[:failed], calls[failed+1:]...)
 			continue
 		}
-		if err == nil {
-			s.commits.Add(1)
-			s.grouped.Add(int64(len(calls)))
-			if fn := s.observe.Load(); fn != nil {
-				(*fn)(CommitStats{Writers: len(calls), Wait: start.Sub(calls[0].queued), Commit: time.Since(start)})
-			}
+		if fn := s.observe.Load(); fn != nil && err == nil {
+			(*fn)(CommitStats{Writers: len(calls), Wait: start.Sub(calls[0].queued), Commit: time.Since(start)})
 		}
 		for _, c := range calls {
 			c.done <- err
@@ -262,12 +257,6 @@ func safeCall(fn func(WriteTx) error, tx WriteTx) (err error) {
 		}
 	}()
 	return fn(tx)
-}
-
-// BatchStats returns how many group commits Batch has made (that
-// succeeded) and how many writers they carried in all.
-func (s *BoltStore) BatchStats() (commits, writers int64) {
-	return s.commits.Load(), s.grouped.Load()
 }
 
 // Close implements Store.
