@@ -81,12 +81,12 @@ func poolConstrained(in *Input) bool {
 // skeleton returns the input's skeleton, from the cache when it matches.
 func (c *Cache) skeleton(in *Input) *skeleton {
 	if c == nil {
-		return buildSkeleton(in)
+		return buildSkeleton(in, poolConstrained(in))
 	}
 	k := keyFor(in)
 	if c.skel == nil || !c.key.equal(k) {
 		k.down = slices.Clone(k.down)
-		c.key, c.skel = k, buildSkeleton(in)
+		c.key, c.skel = k, buildSkeleton(in, k.byLabel)
 	}
 	return c.skel
 }
@@ -109,7 +109,8 @@ func (s *snapshot) instantiate(sk *skeleton) {
 	s.blocks, s.blockOrder = sk.blocks, sk.blockOrder
 }
 
-func buildSkeleton(in *Input) *skeleton {
+// buildSkeleton splits pools by PoolLabel when byLabel (poolConstrained).
+func buildSkeleton(in *Input, byLabel bool) *skeleton {
 	f := in.Fleet
 	s := &skeleton{
 		nodes:       make([]nodeState, len(f.Nodes)),
@@ -124,7 +125,6 @@ func buildSkeleton(in *Input) *skeleton {
 	}
 	// Which pool each node belongs to: an active reservation first, then a
 	// partition, else the shared pool.
-	byLabel := poolConstrained(in)
 	label := func(n *fleet.Node) string {
 		if byLabel {
 			return n.Labels[PoolLabel]
