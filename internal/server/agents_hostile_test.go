@@ -298,3 +298,23 @@ func TestLogsSendNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// evict puts workload name of contoso back to pending, as a preemption.
+func (f *agentFleet) evict(name string) {
+	f.t.Helper()
+	err := f.st.Update(f.ctx, func(tx store.WriteTx) error {
+		x, err := store.Get[store.Workload](tx, store.WorkloadKey("contoso", name))
+		if err != nil {
+			return err
+		}
+		x.State, x.Running = store.StatePending, nil
+		x.Preemptions++
+		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
+			return err
+		}
+		return store.AppendEvent(tx, &store.Event{Time: time.Now(), Type: "WorkloadPreempted", Object: "workloads/" + x.Key(), Tenant: "contoso"})
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
