@@ -12,11 +12,11 @@ func TestLogSignature(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	h := SignLogRequest(key, "GET", "/logs/t/w/0", "tail=5", "n1", now.Add(LogSigLifetime))
 	for _, c := range []struct {
-		name                     string
+		name                    string
 		h, key, method, path, q string
-		node                     string
-		at                       time.Time
-		want                     error
+		node                    string
+		at                      time.Time
+		want                    error
 	}{
 		{"as signed", h, key, "GET", "/logs/t/w/0", "tail=5", "n1", now, nil},
 		{"other path", h, key, "GET", "/logs/t/x/0", "tail=5", "n1", now, ErrLogAuthSignature},

@@ -10,9 +10,9 @@ import (
 
 func TestSanitizeMessage(t *testing.T) {
 	for in, want := range map[string]string{
-		"exited after SIGTERM": "exited after SIGTERM",
+		"exited after SIGTERM":    "exited after SIGTERM",
 		"a\nFAKE EVENT\r\x1b[31m": "a FAKE EVENT  [31m",
-		"bad \xff utf8": "bad \uFFFD utf8",
+		"bad \xff utf8":           "bad \uFFFD utf8",
 	} {
 		if got := sanitizeMessage(in); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
