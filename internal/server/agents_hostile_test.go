@@ -228,7 +228,7 @@ func TestLogURLChecked(t *testing.T) {
 		case c.field == "" && err != nil:
 			t.Errorf("log_url %q refused: %v", c.url, err)
 		case c.field != "" && (!errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != c.field):
-			t.Errorf("log_url %q key %q: %v, want a 400 naming %s", c.url, c.key, err, c.field)
+			t.Errorf("log_url %.80q key %.40q: %v, want a 400 naming %s", c.url, c.key, err, c.field)
 		}
 	}
 }
