@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	crand "crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -512,14 +511,15 @@ func (a *Agent) stop(p *proc) {
 	}
 }
 
-// logHandler serves /logs/{tenant}/{name}/{replica}[?tail=N] to holders
-// of the agent's log key or token (the server proxies `arbiter workload
-// logs` with the key the heartbeats carry).
+// logHandler serves /logs/{tenant}/{name}/{replica}[?tail=N] to requests
+// the server signed for this node with the log key the heartbeats carry
+// (api.SignLogRequest): the signature covers the method, path and query,
+// so it opens that one log for a few seconds. No bearer secret is
+// accepted, neither the key itself nor the agent's token.
 func (a *Agent) logHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /logs/{tenant}/{name}/{replica}", func(w http.ResponseWriter, r *http.Request) {
-		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if subtle.ConstantTimeCompare([]byte(secret), []byte(a.logKey)) != 1 && subtle.ConstantTimeCompare([]byte(secret), []byte(a.opts.Token)) != 1 {
+		if err := api.VerifyLogRequest(r.Header.Get("Authorization"), a.logKey, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, a.opts.NodeID, time.Now()); err != nil {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}

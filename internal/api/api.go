@@ -234,7 +234,7 @@ type Assignment struct {
 // Workload is a workload with its state.
 type Workload struct {
 	WorkloadSpec
-	State          string      `json:"state"` // Pending, Running, Cancelled
+	State          string      `json:"state"` // one of WorkloadStates (state.go)
 	SubmittedAt    time.Time   `json:"submitted_at"`
 	Running        *Assignment `json:"running,omitempty"`
 	Preemptions    int         `json:"preemptions,omitempty"`

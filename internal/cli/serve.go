@@ -18,6 +18,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/server"
 	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 type serveFlags struct {
@@ -32,6 +33,8 @@ type serveFlags struct {
 	spotNotice                                                   time.Duration
 	eventRetention                                               time.Duration
 	eventHistory                                                 int64
+	maxGrace                                                     time.Duration
+	maxGraceClass                                                []string
 }
 
 func newServeCmd() *cobra.Command {
@@ -76,6 +79,8 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
 	fl.DurationVar(&f.batchDelay, "batch-delay", time.Millisecond, "how long a group of fewer than --batch-min writes waits for more to share its commit (writes that arrive during a commit always share the next)")
 	fl.IntVar(&f.batchMin, "batch-min", 16, "group size at which a commit stops waiting for more writes")
+	fl.DurationVar(&f.maxGrace, "max-grace", server.DefaultMaxGrace, "longest grace_period a workload may ask for (SIGTERM to SIGKILL when it is stopped); longer submissions are refused")
+	fl.StringArrayVar(&f.maxGraceClass, "max-grace-class", nil, "CLASS=DURATION: the --max-grace of one priority class instead, e.g. spot=30s (repeatable)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }
@@ -97,6 +102,17 @@ func runServe(ctx context.Context, f serveFlags) error {
 		if u, err := url.Parse(f.notifyWebhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("serve: --notify-webhook: want an http:// or https:// URL")
 		}
+	}
+	if f.maxGrace <= 0 {
+		return fmt.Errorf("serve: --max-grace must be positive, got %v", f.maxGrace)
+	}
+	graceClass := map[workload.Priority]time.Duration{}
+	for _, v := range f.maxGraceClass {
+		p, d, err := server.ParseMaxGraceClass(v)
+		if err != nil {
+			return fmt.Errorf("serve: --max-grace-class: %w", err)
+		}
+		graceClass[p] = d
 	}
 	var cfg *config.Config
 	if f.configFile != "" {
@@ -159,7 +175,8 @@ func runServe(ctx context.Context, f serveFlags) error {
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
 	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, Logger: log,
-		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook})
+		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
+		MaxGrace: f.maxGrace, MaxGraceClass: graceClass})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,10 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{[]string{"--notify-webhook", "ftp://hooks.example/secret-123"}, "--notify-webhook: want an http:// or https:// URL"},
 		{[]string{"--notify-webhook", "hooks.example/secret-123"}, "--notify-webhook"},
 		{[]string{"--log-level", "loud"}, "--log-level"},
+		{[]string{"--max-grace", "0s"}, "--max-grace must be positive"},
+		{[]string{"--max-grace-class", "spot"}, "--max-grace-class"},
+		{[]string{"--max-grace-class", "urgent=1m"}, "--max-grace-class"},
+		{[]string{"--max-grace-class", "spot=-5s"}, "--max-grace-class"},
 	} {
 		dir := t.TempDir()
 		_, errOut, code := run(t, append([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0"}, c.args...)...)

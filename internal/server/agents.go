@@ -2,14 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
@@ -54,16 +52,20 @@ func (s *Server) agentRoutes() []apiRoute {
 type agents struct {
 	mu       sync.Mutex
 	lastSeen map[fleet.NodeID]time.Time
-	logURL   map[fleet.NodeID]string
-	logKey   map[fleet.NodeID]string
-	ranOn    map[string]fleet.NodeID // "tenant/name#replica" -> node
+	// logURL and logKey are where each node's agent serves logs (checked:
+	// on the node's address) and the key the server signs requests with.
+	logURL map[fleet.NodeID]string
+	logKey map[fleet.NodeID]string
+	// ignored counts reports refused because they name a replica run the
+	// server did not assign to the reporting node.
+	ignored atomic.Int64
 }
 
 func (a *agents) seen(id fleet.NodeID, now time.Time, logURL, logKey string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.lastSeen == nil {
-		a.lastSeen, a.logURL, a.logKey, a.ranOn = map[fleet.NodeID]time.Time{}, map[fleet.NodeID]string{}, map[fleet.NodeID]string{}, map[string]fleet.NodeID{}
+		a.lastSeen, a.logURL, a.logKey = map[fleet.NodeID]time.Time{}, map[fleet.NodeID]string{}, map[fleet.NodeID]string{}
 	}
 	a.lastSeen[id] = now
 	if logURL != "" {
@@ -83,12 +85,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if len(hb.GPUs) > 1024 || len(hb.Running) > 4096 || len(hb.Reports) > 4096 {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "", "too many GPUs, replicas or reports")
 	}
-	for _, rep := range hb.Reports {
-		switch rep.Kind {
-		case api.ReportStarted, api.ReportExited, api.ReportStopped:
-		default:
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "reports.kind", "kind must be Started, Exited or Stopped, got %q", rep.Kind)
-		}
+	if err := checkReports(hb.Reports); err != nil {
+		return err
+	}
+	if err := s.checkLogEndpoint(r, id, hb.LogURL, hb.LogKey); err != nil {
+		return err
 	}
 	s.agents.seen(id, s.now(), hb.LogURL, hb.LogKey)
 	changed, err := s.applyHeartbeat(r.Context(), id, hb)
@@ -189,12 +190,23 @@ func (s *Server) applyHeartbeat(ctx context.Context, id fleet.NodeID, hb api.Hea
 		if err != nil {
 			return notFound("node", string(id))
 		}
+		ignored := 0
 		for _, rep := range hb.Reports {
 			c, err := s.applyReport(tx, id, rep, now)
+			if errors.Is(err, errNotAssigned) {
+				ignored++
+				continue
+			}
 			if err != nil {
 				return err
 			}
 			changed = changed || c
+		}
+		if ignored > 0 {
+			// Answered 200 all the same: an agent with stale reports must
+			// not be stuck resending them.
+			total := s.agents.ignored.Add(int64(ignored))
+			s.log.Warn("heartbeat: reports on replica runs not assigned to the node ignored", "node", id, "ignored", ignored, "total", total)
 		}
 		if node.Lost && node.Down {
 			// Stale processes first: the node takes work only when its
@@ -211,65 +223,6 @@ func (s *Server) applyHeartbeat(ctx context.Context, id fleet.NodeID, hb api.Hea
 		return nil
 	})
 	return changed, err
-}
-
-func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaReport, now time.Time) (bool, error) {
-	x, err := store.Get[store.Workload](tx, rep.Workload)
-	if err != nil {
-		return false, nil // gone; nothing to record
-	}
-	obj := "workloads/" + x.Key()
-	current := x.State == store.StateRunning && x.Running != nil && x.Running.StartedAt.Equal(rep.StartedAt)
-	switch rep.Kind {
-	case api.ReportStarted:
-		s.agents.mu.Lock()
-		s.agents.ranOn[fmt.Sprintf("%s#%d", rep.Workload, rep.Replica)] = id
-		s.agents.mu.Unlock()
-		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: "ReplicaStarted", Object: obj, Tenant: x.Tenant,
-			Message: fmt.Sprintf("replica %d started on %s", rep.Replica, id)})
-	case api.ReportStopped:
-		msg := fmt.Sprintf("replica %d on %s: %s", rep.Replica, id, rep.Message)
-		x.LastStop = msg
-		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
-			return false, err
-		}
-		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: "ReplicaStopped", Object: obj, Tenant: x.Tenant, Message: msg})
-	}
-	// Exited on its own.
-	msg := fmt.Sprintf("replica %d on %s exited with code %d", rep.Replica, id, rep.Code)
-	if !current {
-		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: "ReplicaExited", Object: obj, Tenant: x.Tenant, Message: msg + " (an earlier run)"})
-	}
-	for _, e := range x.Exits {
-		if e.Replica == rep.Replica && e.StartedAt.Equal(rep.StartedAt) {
-			return false, nil // reported twice
-		}
-	}
-	x.Exits = append(x.Exits, store.Exit{Replica: rep.Replica, Code: rep.Code, StartedAt: x.Running.StartedAt})
-	done, failed := 0, false
-	for _, e := range x.Exits {
-		if e.StartedAt.Equal(x.Running.StartedAt) {
-			done++
-			failed = failed || e.Code != 0
-		}
-	}
-	ended := failed || done >= x.Spec.Replicas
-	if ended {
-		x.State, x.Running, x.EndedAt = store.StateSucceeded, nil, now
-		if failed {
-			x.State = store.StateFailed
-		}
-	}
-	if err := store.Put(tx, x, x.Meta.Revision); err != nil {
-		return false, err
-	}
-	if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "ReplicaExited", Object: obj, Tenant: x.Tenant, Message: msg}); err != nil {
-		return false, err
-	}
-	if ended {
-		return true, store.AppendEvent(tx, &store.Event{Time: now, Type: "Workload" + string(x.State), Object: obj, Tenant: x.Tenant, Message: msg})
-	}
-	return false, nil
 }
 
 // tasksOf lists the replicas assigned to a node.
@@ -315,7 +268,7 @@ func (s *Server) tasksOf(ctx context.Context, id fleet.NodeID) (api.HeartbeatRep
 				t := api.Task{
 					ReplicaRef: api.ReplicaRef{Workload: x.Key(), Replica: i, StartedAt: x.Running.StartedAt},
 					Tenant:     x.Tenant, Name: string(x.Spec.Name), GangSize: len(x.Running.Replicas),
-					GPUs: rep.GPUs, Hosts: hosts, GracePeriod: api.Duration(x.Spec.GracePeriod), Preemptions: x.Preemptions,
+					GPUs: rep.GPUs, Hosts: hosts, GracePeriod: api.Duration(s.graceFor(x.Spec)), Preemptions: x.Preemptions,
 					Command: commandOut(x.Command),
 				}
 				reply.Tasks = append(reply.Tasks, t)
@@ -413,63 +366,6 @@ func (s *Server) watchNodes(ctx context.Context) {
 		s.log.Warn("nodes lost: no heartbeat", "nodes", lost, "after", after.String())
 		s.notify(true)
 	}
-}
-
-// workloadLogs proxies a replica's log from the agent of its node.
-func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
-	x, err := s.loadWorkload(r)
-	if err != nil {
-		return err
-	}
-	replica := 0
-	if v := r.URL.Query().Get("replica"); v != "" {
-		if replica, err = strconv.Atoi(v); err != nil || replica < 0 || replica >= x.Spec.Replicas {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "replica", "replica must be between 0 and %d", x.Spec.Replicas-1)
-		}
-	}
-	// The node of the replica's current run, or the last one an agent
-	// reported it started on (kept in memory).
-	var node fleet.NodeID
-	if x.Running != nil && replica < len(x.Running.Replicas) {
-		node = x.Running.Replicas[replica].Node
-	} else {
-		s.agents.mu.Lock()
-		node = s.agents.ranOn[fmt.Sprintf("%s#%d", x.Key(), replica)]
-		s.agents.mu.Unlock()
-	}
-	if node == "" {
-		return apiErr(http.StatusNotFound, api.CodeNotFound, "", "replica %d of %q has not run on any node", replica, x.Spec.Name)
-	}
-	s.agents.mu.Lock()
-	base, key := s.agents.logURL[node], s.agents.logKey[node]
-	s.agents.mu.Unlock()
-	if key == "" {
-		key = s.opts.AdminToken // an agent that sends no key (older) checks its own token
-	}
-	if base == "" {
-		return apiErr(http.StatusServiceUnavailable, api.CodeUnavailable, "", "the agent of node %s has not said where it serves logs", node)
-	}
-	u := fmt.Sprintf("%s/logs/%s/%s/%d", strings.TrimRight(base, "/"), url.PathEscape(x.Tenant), url.PathEscape(string(x.Spec.Name)), replica)
-	if t := r.URL.Query().Get("tail"); t != "" {
-		u += "?tail=" + url.QueryEscape(t)
-	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return apiErr(http.StatusServiceUnavailable, api.CodeUnavailable, "", "the agent of node %s does not answer", node)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return apiErr(http.StatusNotFound, api.CodeNotFound, "", "node %s has no log of replica %d of %q (status %d)", node, replica, x.Spec.Name, resp.StatusCode)
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	io.Copy(w, io.LimitReader(resp.Body, 64<<20))
-	return nil
 }
 
 // createNodeToken makes a token for one node's agent (admin): it may

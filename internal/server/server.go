@@ -22,6 +22,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // Options configure a Server.
@@ -66,6 +67,10 @@ type Options struct {
 	// NotifyWebhook receives policies' notify actions as JSON POSTs
 	// (Notification); empty: they are only recorded as events.
 	NotifyWebhook string
+	// MaxGrace caps workloads' grace periods (default DefaultMaxGrace);
+	// MaxGraceClass replaces it for a priority class (see grace.go).
+	MaxGrace      time.Duration
+	MaxGraceClass map[workload.Priority]time.Duration
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a

@@ -87,6 +87,9 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	if f, msg := req.Command.Validate(); f != "" {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, f, "%s", msg)
 	}
+	if err := s.checkGrace(spec); err != nil {
+		return err
+	}
 	spec.Tenant = tenant
 	cat := s.cat.Load()
 	sh, err := s.shape(r)
@@ -137,20 +140,33 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefix string) error {
 	state := r.URL.Query().Get("state")
-	switch store.State(state) {
-	case "", store.StatePending, store.StateRunning, store.StateCancelled, store.StateSucceeded, store.StateFailed:
-	default:
-		return apiErr(http.StatusBadRequest, api.CodeInvalid, "state", "state must be Pending, Running, Cancelled, Succeeded or Failed, got %q", state)
+	if state != "" && !slices.Contains(api.WorkloadStates, state) {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "state", "state must be one of %s, got %q", strings.Join(api.WorkloadStates, ", "), clip(state, 64))
+	}
+	// Starting and WaitingForGPUs are stored as Running.
+	stored := state
+	if state == api.StateStarting || state == api.StateWaitingForGPUs {
+		stored = api.StateRunning
 	}
 	out := []api.Workload{}
 	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
 		ws, err := store.List[store.Workload](tx, prefix)
-		for _, x := range ws {
-			if state == "" || string(x.State) == state {
-				out = append(out, workloadOut(x))
+		if err != nil {
+			return err
+		}
+		ws = slices.DeleteFunc(ws, func(x *store.Workload) bool { return stored != "" && string(x.State) != stored })
+		shown, err := shownStates(tx, ws)
+		if err != nil {
+			return err
+		}
+		for i, x := range ws {
+			if state == "" || shown[i] == state {
+				o := workloadOut(x)
+				o.State = shown[i]
+				out = append(out, o)
 			}
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return err
@@ -200,7 +216,15 @@ func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, workloadOut(x))
+	o := workloadOut(x)
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		o.State, err = shownState(tx, x)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, o)
 	return nil
 }
 

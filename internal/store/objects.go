@@ -141,6 +141,22 @@ type Workload struct {
 	Exits []Exit `json:"exits,omitempty"`
 	// LastStop says how the agents last stopped it (SIGTERM or SIGKILL).
 	LastStop string `json:"last_stop,omitempty"`
+	// Started are the replica processes agents reported started and have
+	// not yet reported gone (exited or stopped), of any run: those of
+	// the current run tell it has started, those of earlier runs that an
+	// agent still holds their GPUs, and which node may report on them.
+	Started []Start `json:"started,omitempty"`
+}
+
+// Start is one replica process an agent reported started: which replica
+// of which run (StartedAt), on which node and GPUs.
+type Start struct {
+	Replica   int          `json:"replica"`
+	StartedAt time.Time    `json:"started_at"`
+	Node      fleet.NodeID `json:"node"`
+	GPUs      []int        `json:"gpus,omitempty"`
+	// Gone: the agent reported it exited or stopped.
+	Gone bool `json:"gone,omitempty"`
 }
 
 func (o *Workload) Kind() Kind  { return KindWorkload }
