@@ -318,8 +318,8 @@ type WhoAmI struct {
 	// Role is admin, tenant, node or metrics; TokenID the token's ID.
 	Role    string `json:"role,omitempty"`
 	TokenID string `json:"token_id,omitempty"`
-	Tenant string `json:"tenant,omitempty"`
-	Node   string `json:"node,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
+	Node    string `json:"node,omitempty"`
 }
 
 // Region is a region of the fleet.
