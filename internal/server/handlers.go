@@ -7,6 +7,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/names"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -56,23 +57,12 @@ func (s *Server) apiRoutes() []apiRoute {
 	}, append(s.agentRoutes(), s.tokenRoutes()...)...)
 }
 
-// validName accepts 1–63 characters of letters, digits, '-', '_' and '.',
-// starting with a letter or digit.
-func validName(n string) bool {
-	if n == "" || len(n) > 63 {
-		return false
-	}
-	for i, c := range n {
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || (c != '-' && c != '_' && c != '.')) {
-			return false
-		}
-	}
-	return true
-}
+// validName is the one name rule of the API and the config files (see
+// package names).
+func validName(n string) bool { return names.Valid(n) }
 
 func badName(field, n string) *api.Error {
-	return apiErr(http.StatusBadRequest, api.CodeInvalid, field, "invalid name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", n)
+	return apiErr(http.StatusBadRequest, api.CodeInvalid, field, "invalid name %q: %s", n, names.Rule)
 }
 
 func requireAdmin(r *http.Request) error {
