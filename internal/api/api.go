@@ -278,24 +278,48 @@ type QuotaList struct {
 	Quotas []Quota `json:"quotas"`
 }
 
-// TokenRequest asks for a new tenant token.
+// TokenRequest asks for a new token of the tenant or node in the path.
+// ExpiresIn or ExpiresAt (at most one) bound its life; none: no expiry.
 type TokenRequest struct {
-	Name string `json:"name"`
+	Name      string    `json:"name"`
+	ExpiresIn Duration  `json:"expires_in,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
-// Token is a created token. Secret is only ever returned at creation.
+// TokenCreate asks for a new token (POST /v1/tokens): Role is admin,
+// tenant (Tenant required), node (Node required) or metrics (may only
+// scrape /metrics).
+type TokenCreate struct {
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	Tenant    string    `json:"tenant,omitempty"`
+	Node      string    `json:"node,omitempty"`
+	ExpiresIn Duration  `json:"expires_in,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// Token describes a token. Secret is only ever returned at creation and
+// rotation; only its hash is stored.
 type Token struct {
-	Name   string `json:"name"`
-	Tenant string `json:"tenant,omitempty"`
-	Node   string `json:"node,omitempty"`
-	Secret string `json:"secret,omitempty"`
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	Role       string    `json:"role"`
+	Tenant     string    `json:"tenant,omitempty"`
+	Node       string    `json:"node,omitempty"`
+	CreatedAt  time.Time `json:"created_at,omitzero"`
+	ExpiresAt  time.Time `json:"expires_at,omitzero"`
+	LastUsedAt time.Time `json:"last_used_at,omitzero"`
+	Secret     string    `json:"secret,omitempty"`
 }
 
 // WhoAmI says who a token is.
 type WhoAmI struct {
-	Admin  bool   `json:"admin"`
-	Tenant string `json:"tenant,omitempty"`
-	Node   string `json:"node,omitempty"`
+	Admin bool `json:"admin"`
+	// Role is admin, tenant, node or metrics; TokenID the token's ID.
+	Role    string `json:"role,omitempty"`
+	TokenID string `json:"token_id,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
+	Node    string `json:"node,omitempty"`
 }
 
 // Region is a region of the fleet.

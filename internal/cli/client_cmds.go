@@ -558,8 +558,8 @@ func newTenantCmd() *cobra.Command {
 				return err
 			}
 			return c.emit(out, t, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "TENANT\tNAME\tSECRET")
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Tenant, t.Name, t.Secret)
+				fmt.Fprintln(tw, "ID\tTENANT\tNAME\tSECRET")
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Tenant, t.Name, t.Secret)
 			})
 		}),
 	}
@@ -606,8 +606,8 @@ func newNodeCmd() *cobra.Command {
 				return err
 			}
 			return c.emit(out, t, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "NODE\tNAME\tSECRET")
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Node, t.Name, t.Secret)
+				fmt.Fprintln(tw, "ID\tNODE\tNAME\tSECRET")
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Node, t.Name, t.Secret)
 			})
 		}),
 	}

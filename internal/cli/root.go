@@ -38,6 +38,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newAlertCmd(),
 		newMetricCmd(),
 		newEventsCmd(),
+		newTokenCmd(),
 	)
 	return root
 }

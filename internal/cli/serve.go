@@ -25,7 +25,8 @@ type serveFlags struct {
 	data, listen, configFile, adminTokenFile, addrFile, logLevel string
 	policies                                                     []string
 	interval, policyInterval, nodeLostAfter                      time.Duration
-	rateLimit                                                    float64
+	rateLimit, rateLimitPerSource                                float64
+	metricsListen                                                string
 	batchDelay                                                   time.Duration
 	batchMin                                                     int
 	alertsFile, notifyWebhook                                    string
@@ -50,9 +51,14 @@ objects that already exist in the store are kept as they are.
 
 The admin token is read from ARBITER_ADMIN_TOKEN, else from
 --admin-token-file (default DIR/admin.token, created with a fresh random
-token on first start, mode 0600). Tenants get their own tokens with
-"arbiter tenant token create". The API is described at /v1/openapi.json;
-metrics are at /metrics, health at /healthz and /readyz.`,
+token on first start, mode 0600); its token has the ID "admin" and a new
+secret in the file replaces only it: every other token survives restarts.
+Tenants, node agents and metrics scrapers get their own tokens with
+"arbiter token create" (list, revoke and rotate them there). The API is
+described at /v1/openapi.json; health is at /healthz and /readyz. Metrics
+are at /metrics for the admin token or a metrics token; --metrics-listen
+also serves them, alone and without a token, on an address of their own
+(a private interface for the scraper).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -77,6 +83,8 @@ metrics are at /metrics, health at /healthz and /readyz.`,
 	fl.StringVar(&f.notifyWebhook, "notify-webhook", "", "URL that receives policies' notify actions as JSON POSTs (they are recorded as events in any case)")
 	fl.DurationVar(&f.alertInterval, "alert-interval", 10*time.Second, "how often alert metrics are sampled and rules evaluated")
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
+	fl.Float64Var(&f.rateLimitPerSource, "rate-limit-per-source", 20, "requests per second per source address without a valid token; past it (twice as many at once) the address gets 429 before authentication (negative: unlimited)")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics, alone and without a token, on this address (e.g. 10.0.0.5:9090)")
 	fl.DurationVar(&f.batchDelay, "batch-delay", time.Millisecond, "how long a group of fewer than --batch-min writes waits for more to share its commit (writes that arrive during a commit always share the next)")
 	fl.IntVar(&f.batchMin, "batch-min", 16, "group size at which a commit stops waiting for more writes")
 	fl.DurationVar(&f.maxGrace, "max-grace", server.DefaultMaxGrace, "longest grace_period a workload may ask for (SIGTERM to SIGKILL when it is stopped); longer submissions are refused")
@@ -174,7 +182,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, Logger: log,
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
 		MaxGrace: f.maxGrace, MaxGraceClass: graceClass})
 	if err != nil {

@@ -10,6 +10,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -88,13 +89,15 @@ func Resolve(file string, f File) (*Config, error) {
 			return nil, err
 		}
 	}
+	checkNames(&f, &errs)
 	fl, err := fleet.Build(f.Fleet, cat)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(errs.Err(), err)
 	}
+	checkNodeIDs(&f, fl, &errs)
 	tree, err := tenancy.NewTree(f.Tenants)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(errs.Err(), err)
 	}
 	if f.Now.IsZero() {
 		f.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

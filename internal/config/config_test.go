@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -96,4 +97,71 @@ func FuzzParse(f *testing.F) {
 		// A config that loads must schedule without panicking.
 		sched.Schedule(c.Input())
 	})
+}
+
+// TestNamesFollowTheAPIRule (issue 12, item 7): the config applies the
+// API's name rule, so a tenant "a/b" — whose workload keys "a/b/w" the
+// tenant "a" could reach — is rejected, with every bad name reported at
+// its position.
+func TestNamesFollowTheAPIRule(t *testing.T) {
+	src := `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 2}]
+            - name: bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 1}]
+tenants:
+  - name: a
+  - name: a/b
+    parent: a
+  - name: " c"
+reservations:
+  - {name: "r/1", owner: a, region: eastus, sku: Standard_ND96isr_H100_v5, count: 1}
+partitions:
+  - {name: "p 1", tenant: a, nodes: [b1-n0001]}
+workloads:
+  - name: w.1
+    tenant: a/b
+    gpus: 8
+    replicas: 1
+    flavors: [H100-80G]
+    regions: [eastus]
+`
+	_, err := Parse("names.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("invalid names accepted")
+	}
+	for _, want := range []string{
+		`names.yaml:9:15: fleet.regions[0].zones[0].blocks[1].name: block "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" makes node IDs such as`,
+		`names.yaml:13:5: tenants[1].name: invalid name "a/b"`,
+		`names.yaml:15:5: tenants[2].name: invalid name " c"`,
+		`names.yaml:17:5: reservations[0].name: invalid name "r/1"`,
+		`names.yaml:19:5: partitions[0].name: invalid name "p 1"`,
+		`names.yaml:21:5: workloads[0].tenant: invalid name "a/b"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), `"w.1"`) {
+		t.Errorf("a valid workload name reported:\n%v", err)
+	}
+}
+
+// TestExamplesFollowTheNameRule: every example config still loads.
+func TestExamplesFollowTheNameRule(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/*.yaml")
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(data), "fleet:") {
+			continue
+		}
+		if _, err := Parse(f, data); err != nil && strings.Contains(err.Error(), "invalid name") {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
 }

@@ -437,7 +437,10 @@ rules:
 	if out := mustCLI(t, p, tok["contoso"], "events"); !strings.Contains(out, "WorkloadPlaced") || strings.Contains(out, "research") {
 		t.Fatalf("contoso's events:\n%s", out)
 	}
-	body := get(t, p.addr+"/metrics")
+	if code, _ := getAs(t, p.addr+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token: %d, want 401 (it names tenants)", code)
+	}
+	_, body := getAs(t, p.addr+"/metrics", adminToken)
 	for _, m := range []string{`arbiter_gpus_allocated{flavor="A100-80G",region="eastus",tenant="training"} 32`, "arbiter_schedule_cycle_seconds_bucket", "arbiter_preemptions_total", "arbiter_policy_firings_total"} {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)
@@ -467,6 +470,25 @@ rules:
 	if strings.Contains(p.log.String(), adminToken) || strings.Contains(p.log.String(), tok["contoso"]) {
 		t.Fatal("a token secret appears in the server log")
 	}
+}
+
+// getAs GETs url with token (none when "") and returns status and body.
+func getAs(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func get(t *testing.T, url string) string {

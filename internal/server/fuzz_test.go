@@ -29,6 +29,9 @@ var bodyRoutes = []struct {
 	{"POST", "/v1/policies", "admin", `{"name":"p","source":"policies:\n  - name: r\n    when: {metric: utilization, above: 85%}\n    then: [{type: set_limit, target: tenant:contoso, limit: 8}]\n"}`},
 	{"PUT", "/v1/partitions/p", "admin", `{"tenant":"contoso","blocks":["wus-a"],"nodes":["eus-a-n0003"]}`},
 	{"POST", "/v1/metrics", "admin", `{"samples":[{"metric":"p95_latency","target":"service:chat","value":0.182},{"metric":"spot_price","target":"flavor:A100-80G","value":1.2}]}`},
+	{"POST", "/v1/tokens", "admin", `{"name":"prom","role":"metrics","expires_in":"30d"}`},
+	{"POST", "/v1/tokens", "", `{"name":"ci","role":"tenant","expires_at":"2036-01-01T00:00:00Z"}`},
+	{"POST", "/v1/tenants/contoso/tokens", "admin", `{"name":"ci","expires_in":"12h"}`},
 }
 
 // FuzzBodies sends arbitrary bodies to every endpoint that takes one: the

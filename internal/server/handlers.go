@@ -7,6 +7,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/names"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -53,26 +54,15 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/partitions", s.listPartitions},
 		{"PUT /v1/partitions/{name}", s.setPartition},
 		{"DELETE /v1/partitions/{name}", s.deletePartition},
-	}, s.agentRoutes()...)
+	}, append(s.agentRoutes(), s.tokenRoutes()...)...)
 }
 
-// validName accepts 1–63 characters of letters, digits, '-', '_' and '.',
-// starting with a letter or digit.
-func validName(n string) bool {
-	if n == "" || len(n) > 63 {
-		return false
-	}
-	for i, c := range n {
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || (c != '-' && c != '_' && c != '.')) {
-			return false
-		}
-	}
-	return true
-}
+// validName is the one name rule of the API and the config files (see
+// package names).
+func validName(n string) bool { return names.Valid(n) }
 
 func badName(field, n string) *api.Error {
-	return apiErr(http.StatusBadRequest, api.CodeInvalid, field, "invalid name %q: use 1-63 letters, digits, '-', '_' or '.', starting with a letter or digit", n)
+	return apiErr(http.StatusBadRequest, api.CodeInvalid, field, "invalid name %q: %s", n, names.Rule)
 }
 
 func requireAdmin(r *http.Request) error {
@@ -103,7 +93,7 @@ func tenantExists(tx store.ReadTx, t string) error {
 
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 	p := who(r)
-	writeJSON(w, http.StatusOK, api.WhoAmI{Admin: p.admin, Tenant: p.tenant, Node: p.node})
+	writeJSON(w, http.StatusOK, api.WhoAmI{Admin: p.admin, Role: p.role, TokenID: p.id, Tenant: p.tenant, Node: p.node})
 	return nil
 }
 
@@ -489,16 +479,8 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 				return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q owns partition %q; delete it first", name, p.Name)
 			}
 		}
-		toks, err := store.List[store.Token](tx, "")
-		if err != nil {
+		if err := revokeTokensOf(tx, name, ""); err != nil {
 			return err
-		}
-		for _, t := range toks {
-			if t.Tenant == name {
-				if err := store.Delete(tx, store.KindToken, t.Hash); err != nil {
-					return err
-				}
-			}
 		}
 		if err := store.Delete(tx, store.KindTenant, name); err != nil {
 			return err
@@ -516,38 +498,6 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("tenant")
 	return s.issueToken(w, r, store.Token{Tenant: name}, "default", func(tx store.ReadTx) error { return tenantExists(tx, name) })
-}
-
-// issueToken creates a token (admin) for tok's tenant or node, named by
-// the request (default name otherwise), after check passes in the same
-// transaction; the secret is answered once and only its hash is stored.
-func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, tok store.Token, name string, check func(store.ReadTx) error) error {
-	if err := requireAdmin(r); err != nil {
-		return err
-	}
-	var req api.TokenRequest
-	if err := s.decode(w, r, &req); err != nil {
-		return err
-	}
-	if req.Name == "" {
-		req.Name = name
-	}
-	if !validName(req.Name) {
-		return badName("name", req.Name)
-	}
-	secret := NewSecret()
-	tok.Hash, tok.Name, tok.CreatedAt = HashToken(secret), req.Name, s.now()
-	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
-		if err := check(tx); err != nil {
-			return err
-		}
-		return store.Put(tx, &tok, store.MustNotExist)
-	})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, api.Token{Name: tok.Name, Tenant: tok.Tenant, Node: tok.Node, Secret: secret})
-	return nil
 }
 
 // ---- usage ----

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,10 +25,13 @@ import (
 
 // principal is who a request acts for.
 type principal struct {
-	admin  bool
-	tenant string
-	node   string // a node (agent) token: its node
-	hash   string
+	admin   bool
+	role    string // store.RoleAdmin, RoleTenant, RoleNode or RoleMetrics
+	id      string // the token's ID
+	tenant  string
+	node    string // a node (agent) token: its node
+	hash    string
+	expires time.Time // zero: never
 }
 
 // nodeRoutes are the routes a node token may call: its agent registers
@@ -208,23 +213,85 @@ func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
 			s.metrics.requests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
 			s.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
-		p, err := s.authenticate(r)
-		if err != nil {
-			s.writeErr(rec, err)
+		p, ok := s.admit(rec, r)
+		if !ok {
 			return
 		}
-		if !s.limiter.allow(p.hash) {
-			s.writeErr(rec, apiErr(http.StatusTooManyRequests, api.CodeRateLimited, "", "rate limit of this token exceeded; retry later"))
-			return
-		}
-		if p.node != "" && !nodeRoutes[route] {
+		if p.role == store.RoleNode && !nodeRoutes[route] {
 			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a node token may only register and heartbeat its node"))
+			return
+		}
+		if p.role == store.RoleMetrics && route != "GET /v1/whoami" {
+			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a metrics token may only scrape /metrics"))
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
 		if err := h(rec, r); err != nil {
 			s.writeErr(rec, err)
 		}
+	})
+}
+
+// admit rate-limits and authenticates a request, or answers it. A source
+// address that sent too many requests without a valid token is refused
+// before its token is even looked at (429 with Retry-After); a valid
+// token then spends its own budget.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (principal, bool) {
+	src := sourceOf(r)
+	if s.sources.empty(src) {
+		s.writeErr(w, apiErr(http.StatusTooManyRequests, api.CodeRateLimited, "", "too many requests without a valid token from this address; retry later"))
+		return principal{}, false
+	}
+	p, err := s.authenticate(r)
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+			s.sources.allow(src)
+		}
+		s.writeErr(w, err)
+		return principal{}, false
+	}
+	if !s.limiter.allow(p.hash) {
+		s.writeErr(w, apiErr(http.StatusTooManyRequests, api.CodeRateLimited, "", "rate limit of this token exceeded; retry later"))
+		return principal{}, false
+	}
+	s.tokens.touch(p.hash, s.now())
+	return p, true
+}
+
+// sourceOf is the rate-limiting key of a request's peer: its IP address
+// (an IPv6 address by its /64, what one host usually holds). Headers
+// such as X-Forwarded-For are not trusted.
+func sourceOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		if pfx, err := ip.Prefix(64); err == nil {
+			return pfx.String()
+		}
+	}
+	return ip.String()
+}
+
+// guard serves h to the admin and to tokens of role, after admit.
+func (s *Server) guard(role string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := s.admit(w, r)
+		if !ok {
+			return
+		}
+		if !p.admin && p.role != role {
+			s.writeErr(w, apiErr(http.StatusForbidden, api.CodeForbidden, "", "this needs the admin token or a %s token", role))
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 
@@ -246,6 +313,9 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "unknown or revoked token")
 	}
+	if err == nil && !p.expires.IsZero() && !s.now().Before(p.expires) {
+		return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "token expired")
+	}
 	return p, err
 }
 
@@ -257,6 +327,7 @@ type tokenCache struct {
 	mu  sync.Mutex
 	rev int64
 	by  map[string]principal
+	use lastUse
 }
 
 func (c *tokenCache) lookup(tx store.ReadTx, hash string) (principal, error) {
@@ -273,7 +344,7 @@ func (c *tokenCache) lookup(tx store.ReadTx, hash string) (principal, error) {
 	if err != nil {
 		return principal{}, err
 	}
-	p := principal{admin: tok.Tenant == "" && tok.Node == "", tenant: tok.Tenant, node: tok.Node, hash: hash}
+	p := principalOf(tok)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -288,10 +359,14 @@ func (c *tokenCache) lookup(tx store.ReadTx, hash string) (principal, error) {
 	return p, nil
 }
 
-// limiter is a token bucket per API token.
+// limiter is a token bucket per key: per API token after
+// authentication, per source address before it. It holds at most max
+// buckets: when full, it drops the buckets that have refilled (they
+// would start full anyway), and only if none has, all of them.
 type limiter struct {
 	rate  float64
 	burst float64
+	max   int
 	now   func() time.Time
 	mu    sync.Mutex
 	b     map[string]*bucket
@@ -303,7 +378,32 @@ type bucket struct {
 }
 
 func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
-	return &limiter{rate: rate, burst: float64(burst), now: now, b: map[string]*bucket{}}
+	return &limiter{rate: rate, burst: float64(burst), max: 100_000, now: now, b: map[string]*bucket{}}
+}
+
+// empty reports whether key's bucket has no request left (without
+// spending one).
+func (l *limiter) empty(key string) bool {
+	if l.rate < 0 {
+		return false
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.b[key]
+	return ok && min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate) < 1
+}
+
+// sweep drops the buckets that have refilled; l.mu is held.
+func (l *limiter) sweep(now time.Time) {
+	for k, b := range l.b {
+		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+			delete(l.b, k)
+		}
+	}
+	if len(l.b) >= l.max {
+		clear(l.b)
+	}
 }
 
 func (l *limiter) allow(key string) bool {
@@ -315,8 +415,8 @@ func (l *limiter) allow(key string) bool {
 	defer l.mu.Unlock()
 	b, ok := l.b[key]
 	if !ok {
-		if len(l.b) > 100_000 {
-			clear(l.b) // bounded memory; buckets refill anyway
+		if len(l.b) >= l.max {
+			l.sweep(now)
 		}
 		b = &bucket{tokens: l.burst, last: now}
 		l.b[key] = b
@@ -348,7 +448,7 @@ func (s *Server) routes() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", s.guard(store.RoleMetrics, s.MetricsHandler()))
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(s.openAPI)
@@ -372,6 +472,13 @@ func (s *Server) routes() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// MetricsHandler serves the Prometheus metrics without authentication,
+// for a listener of its own (serve --metrics-listen); the main listener
+// asks for the admin token or a metrics token.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
 
 // probe captures the mux's own 404/405 answer.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
 )
 
 // TestIsolation calls every endpoint and verb with another tenant's token:
@@ -18,7 +19,11 @@ import (
 func TestIsolation(t *testing.T) {
 	h := newHarness(t, testConfig, Options{})
 	ctx := h.ctx
-	contoso := h.tenant("contoso")
+	contosoTok, err := h.admin.CreateToken(ctx, "contoso", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contoso := client.New(h.url, contosoTok.Secret)
 	fabToken, err := h.admin.CreateToken(ctx, "fabrikam", "test")
 	if err != nil {
 		t.Fatal(err)
@@ -51,12 +56,14 @@ func TestIsolation(t *testing.T) {
 		"PATCH /v1/nodes/{id}":                              `{"drained":true}`,
 		"PUT /v1/partitions/{name}":                         `{"tenant":"fabrikam","nodes":["eus-a-n0000"]}`,
 		"POST /v1/metrics":                                  `{"samples":[{"metric":"p95_latency","target":"service:chat","value":0.2}]}`,
+		"POST /v1/tokens":                                   `{"role":"tenant","tenant":"contoso","name":"steal"}`,
 	}
 	type want int
 	const (
 		hidden    want = iota // 404
 		forbidden             // 403
 		ownOnly               // 200, nothing of contoso
+		missing               // 404 (contoso's token, by its ID)
 	)
 	expect := map[string]want{
 		"GET /v1/whoami":                                    ownOnly,
@@ -101,6 +108,10 @@ func TestIsolation(t *testing.T) {
 		"POST /v1/metrics":                                  forbidden,
 		"PUT /v1/partitions/{name}":                         forbidden,
 		"DELETE /v1/partitions/{name}":                      forbidden,
+		"GET /v1/tokens":                                    ownOnly,
+		"POST /v1/tokens":                                   hidden,
+		"DELETE /v1/tokens/{id}":                            missing,
+		"POST /v1/tokens/{id}/rotate":                       missing,
 	}
 	for _, rt := range h.s.apiRoutes() {
 		w, ok := expect[rt.pattern]
@@ -112,6 +123,9 @@ func TestIsolation(t *testing.T) {
 		name := "secret-job"
 		if strings.Contains(path, "reservations") {
 			name = "secret-res"
+		}
+		if strings.HasPrefix(path, "/v1/tokens/") {
+			path = strings.Replace(path, "{id}", contosoTok.ID, 1)
 		}
 		path = strings.NewReplacer("{tenant}", "contoso", "{name}", name, "{id}", "eus-a-n0000").Replace(path)
 		// The global lists also get asked for contoso explicitly.
@@ -137,6 +151,10 @@ func TestIsolation(t *testing.T) {
 				json.Unmarshal(body, &e)
 				if e.Code != api.CodeNotFound || e.Message != `tenant "contoso" not found` {
 					t.Fatalf("answer %s, want the same 404 as for a tenant that does not exist", body)
+				}
+			case missing:
+				if resp.StatusCode != http.StatusNotFound {
+					t.Fatalf("status %d, want 404: %s", resp.StatusCode, body)
 				}
 			case forbidden:
 				if resp.StatusCode != http.StatusForbidden {
@@ -168,6 +186,9 @@ func TestIsolation(t *testing.T) {
 	}
 	if len(after) != len(before) || after[0].State != before[0].State || after[0].Revision != before[0].Revision {
 		t.Fatalf("contoso's workloads changed: %+v -> %+v", before, after)
+	}
+	if me, err := contoso.WhoAmI(ctx); err != nil || me.Tenant != "contoso" {
+		t.Fatalf("contoso's token stopped working (revoked or rotated by fabrikam?): %+v %v", me, err)
 	}
 	if r, err := h.admin.Reservation(ctx, "contoso", "secret-res"); err != nil || r.Capacity != 1 {
 		t.Fatalf("contoso's reservation changed: %+v %v", r, err)

@@ -121,6 +121,9 @@ func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Delete(tx, store.KindNode, string(id)); err != nil {
 			return err
 		}
+		if err := revokeTokensOf(tx, "", string(id)); err != nil {
+			return err
+		}
 		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "NodeRemoved", Object: "nodes/" + string(id)})
 	})
 	if err != nil {

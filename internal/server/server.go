@@ -29,7 +29,8 @@ import (
 type Options struct {
 	// Store holds the state; the server does not close it.
 	Store store.Store
-	// AdminToken is the secret of the admin token (required).
+	// AdminToken is the secret of the bootstrap admin token (required).
+	// New stores its hash and forgets the secret.
 	AdminToken string
 	// Interval is the scheduler's timer (default 2s); a change also
 	// triggers a cycle, at most one every MinInterval (default 50ms).
@@ -41,6 +42,18 @@ type Options struct {
 	// negative: unlimited); Burst defaults to twice the rate.
 	RateLimit float64
 	Burst     int
+	// SourceRateLimit is requests per second per source address that
+	// carry no valid token (none, unknown, expired or revoked); a source
+	// past it (SourceBurst, default twice the rate, at once) is answered
+	// 429 before authentication, whatever its token (0: default 20;
+	// negative: unlimited).
+	SourceRateLimit float64
+	SourceBurst     int
+	// MetricsListen, when set, is an address Serve also listens on for
+	// GET /metrics alone, without a token (for a scraper on a private
+	// interface). On the main listener /metrics needs the admin token or
+	// a metrics token.
+	MetricsListen string
 	// MaxBody bounds request bodies (default 1 MiB).
 	MaxBody int64
 	Logger  *slog.Logger
@@ -89,6 +102,7 @@ type Server struct {
 
 	why        atomic.Pointer[whyIndex]
 	limiter    *limiter
+	sources    *limiter // per source address, before authentication
 	metrics    *metrics
 	policies   *policyRunner
 	alerts     *alertRunner
@@ -126,6 +140,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.Burst <= 0 {
 		o.Burst = int(2 * o.RateLimit)
 	}
+	if o.SourceRateLimit == 0 {
+		o.SourceRateLimit = 20
+	}
+	if o.SourceBurst <= 0 {
+		o.SourceBurst = int(max(2*o.SourceRateLimit, 1))
+	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
 	}
@@ -149,7 +169,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		limiter: newLimiter(o.RateLimit, o.Burst, o.Clock),
+		sources: newLimiter(o.SourceRateLimit, o.SourceBurst, o.Clock),
 	}
+	s.opts.AdminToken = "" // only its hash is kept, in the store
 	s.why.Store(&whyIndex{})
 	s.metrics = newMetrics()
 	if co, ok := o.Store.(commitObserver); ok {
@@ -198,6 +220,7 @@ func (s *Server) Run(ctx context.Context) {
 	wg.Go(func() { s.alertLoop(ctx) })
 	go s.watchNodes(ctx)
 	wg.Go(func() { s.pruneLoop(ctx) })
+	wg.Go(func() { s.lastUseLoop(ctx) })
 	s.scheduleLoop(ctx)
 }
 
@@ -230,15 +253,35 @@ func (s *Server) Serve(ctx context.Context, addr, addrFile string) error {
 		defer close(done)
 		s.Run(ctx)
 	}()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	var ms *http.Server
+	if s.opts.MetricsListen != "" {
+		mln, err := net.Listen("tcp", s.opts.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: metrics listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", s.MetricsHandler())
+		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+		s.log.Info("serving metrics without a token", "addr", mln.Addr().String())
+		go func() { errc <- ms.Serve(mln) }()
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
+		hs.Close()
+		if ms != nil {
+			ms.Close()
+		}
 		return err
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if ms != nil {
+		ms.Shutdown(sctx)
+	}
 	err = hs.Shutdown(sctx)
 	<-done
 	return err
@@ -277,25 +320,6 @@ func NewSecret() string {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
 	return "arb_" + base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-func setAdminToken(tx store.WriteTx, secret string, now time.Time) error {
-	hash := HashToken(secret)
-	toks, err := store.List[store.Token](tx, "")
-	if err != nil {
-		return err
-	}
-	for _, t := range toks {
-		if t.Tenant == "" && t.Hash != hash {
-			if err := store.Delete(tx, store.KindToken, t.Hash); err != nil {
-				return err
-			}
-		}
-	}
-	if _, ok := tx.GetRaw(store.KindToken, hash); ok {
-		return nil
-	}
-	return store.Put(tx, &store.Token{Hash: hash, Name: "admin", CreatedAt: now}, store.MustNotExist)
 }
 
 // AdminTokenFile returns the admin secret kept in dir, creating it (mode

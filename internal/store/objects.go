@@ -195,17 +195,50 @@ func (o *Firing) Kind() Kind  { return KindFiring }
 func (o *Firing) Key() string { return RevKey(o.Seq) }
 func (o *Firing) meta() *Meta { return &o.Meta }
 
-// Token is an API bearer token, stored by the hex SHA-256 of its secret.
+// Token roles: what a token may do.
+const (
+	RoleAdmin   = "admin"   // everything
+	RoleTenant  = "tenant"  // one tenant's objects
+	RoleNode    = "node"    // one node's agent: register and heartbeat it
+	RoleMetrics = "metrics" // scrape /metrics
+)
+
+// Token is an API bearer token, stored by the hex SHA-256 of its secret
+// (the secret itself is never stored). ID is its public name: list,
+// revoke and rotate address it, and it stays the same across rotations.
 type Token struct {
 	Meta Meta   `json:"meta"`
 	Hash string `json:"hash"`
-	// Tenant is the tenant the token acts for; "" for the admin token.
+	ID   string `json:"id,omitempty"`
+	// Role is admin, tenant, node or metrics; tokens written before roles
+	// existed have none (see RoleOf).
+	Role string `json:"role,omitempty"`
+	// Tenant is the tenant a tenant token acts for.
 	Tenant string `json:"tenant,omitempty"`
 	// Node, for an agent's token, is the one node it may register and
 	// heartbeat (and nothing else).
 	Node      string    `json:"node,omitempty"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
+	// ExpiresAt, when set, is when the token stops working.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// LastUsedAt is when the token last authenticated a request, as last
+	// flushed from memory (at most once a minute).
+	LastUsedAt time.Time `json:"last_used_at,omitzero"`
+}
+
+// RoleOf returns the token's role, deriving it for tokens stored before
+// roles existed: a tenant or node token by its scope, else admin.
+func (o *Token) RoleOf() string {
+	switch {
+	case o.Role != "":
+		return o.Role
+	case o.Tenant != "":
+		return RoleTenant
+	case o.Node != "":
+		return RoleNode
+	}
+	return RoleAdmin
 }
 
 func (o *Token) Kind() Kind  { return KindToken }
