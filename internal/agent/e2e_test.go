@@ -100,7 +100,7 @@ func (e *env) startAgent(id string) {
 	}
 	a, err := New(Options{Server: e.url, Token: tok.Secret, NodeID: id, Region: "local", Block: "b0",
 		Inventory: Fake(id, 8, "A100-80G"), DataDir: filepath.Join(e.dir, "agent-"+id), CheckpointRoot: filepath.Join(e.dir, "ckpt"),
-		Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), AllowRoot: true})
 	if err != nil {
 		e.t.Fatal(err)
 	}

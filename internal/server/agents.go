@@ -29,10 +29,11 @@ import (
 // are requeued. When its agent heartbeats again, the node comes back up
 // only once the agent reports no process the server did not assign it.
 
-// Node labels an agent sets when it registers.
+// Node labels an agent sets when it registers (defined in api, so that
+// the agent need not link the server).
 const (
-	LabelAgent = "arbiter.io/agent" // "true": heartbeats are expected
-	LabelHost  = "arbiter.io/host"  // the host other replicas reach it at
+	LabelAgent = api.LabelAgent // "true": heartbeats are expected
+	LabelHost  = api.LabelHost  // the host other replicas reach it at
 )
 
 func init() {
@@ -110,6 +111,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 			if err := s.addNotices(r.Context(), &reply, hb.Running); err != nil {
 				return err
 			}
+			// The node's lease: its agent stops its replicas when it has not
+			// renewed it in time (see watchNodes).
+			reply.Lease = api.Duration(s.opts.NodeLostAfter)
 			writeJSON(w, http.StatusOK, reply)
 			return nil
 		}
@@ -348,8 +352,13 @@ func commandIn(c *api.Command) *store.Command {
 	return out
 }
 
-// watchNodes marks agent-run nodes lost when they miss heartbeats for
-// NodeLostAfter; the scheduler then evicts their work.
+// watchNodes marks agent-run nodes lost when they have not renewed their
+// lease: no heartbeat for NodeLostAfter (the lease each heartbeat reply
+// grants) plus the longest grace period of the replicas assigned to the
+// node. An agent that cannot renew its lease stops its replicas (SIGTERM,
+// the grace, SIGKILL) before the lease ends, so by the time the scheduler
+// evicts and requeues them no process of theirs runs any more: a replica
+// never runs on two nodes at once.
 func (s *Server) watchNodes(ctx context.Context) {
 	after := s.opts.NodeLostAfter
 	every := min(max(after/4, 10*time.Millisecond), time.Second)
@@ -363,14 +372,14 @@ func (s *Server) watchNodes(ctx context.Context) {
 		case <-t.C:
 		}
 		now := s.now()
-		var lost []fleet.NodeID
+		lost := map[fleet.NodeID]time.Duration{} // the grace waited for
 		err := s.st.View(ctx, func(tx store.ReadTx) error {
 			nodes, err := store.List[store.Node](tx, "")
 			if err != nil {
 				return err
 			}
+			silent := map[fleet.NodeID]time.Duration{} // past the lease: how long silent
 			s.agents.mu.Lock()
-			defer s.agents.mu.Unlock()
 			for _, n := range nodes {
 				if n.Labels[LabelAgent] != "true" || n.Down {
 					continue
@@ -379,8 +388,21 @@ func (s *Server) watchNodes(ctx context.Context) {
 				if !ok {
 					last = started
 				}
-				if now.Sub(last) > after {
-					lost = append(lost, n.ID)
+				if d := now.Sub(last); d > after {
+					silent[n.ID] = d
+				}
+			}
+			s.agents.mu.Unlock()
+			if len(silent) == 0 {
+				return nil
+			}
+			grace, err := s.nodeGraces(tx, silent)
+			if err != nil {
+				return err
+			}
+			for id, d := range silent {
+				if d > after+grace[id] {
+					lost[id] = grace[id]
 				}
 			}
 			return nil
@@ -388,8 +410,10 @@ func (s *Server) watchNodes(ctx context.Context) {
 		if err != nil || len(lost) == 0 {
 			continue
 		}
+		var ids []fleet.NodeID
 		err = s.st.Update(ctx, func(tx store.WriteTx) error {
-			for _, id := range lost {
+			ids = ids[:0]
+			for id, grace := range lost {
 				n, err := store.Get[store.Node](tx, string(id))
 				if err != nil || n.Down {
 					continue
@@ -398,9 +422,11 @@ func (s *Server) watchNodes(ctx context.Context) {
 				if err := store.Put(tx, n, n.Meta.Revision); err != nil {
 					return err
 				}
-				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "NodeLost", Object: "nodes/" + string(id), Message: fmt.Sprintf("no heartbeat for more than %v", after)}); err != nil {
+				msg := fmt.Sprintf("no heartbeat for more than %v (its lease) plus %v (the longest grace period of its replicas)", after, grace)
+				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "NodeLost", Object: "nodes/" + string(id), Message: msg}); err != nil {
 					return err
 				}
+				ids = append(ids, id)
 			}
 			return nil
 		})
@@ -410,9 +436,39 @@ func (s *Server) watchNodes(ctx context.Context) {
 			}
 			continue
 		}
-		s.log.Warn("nodes lost: no heartbeat", "nodes", lost, "after", after.String())
+		s.log.Warn("nodes lost: lease not renewed", "nodes", ids, "lease", after.String())
 		s.notify(true)
 	}
+}
+
+// nodeGraces returns, for each of these nodes, the longest grace period
+// (as fenceGrace allows it) of the replicas of running workloads assigned
+// to it: how long its agent may take to stop them once its lease ended.
+func (s *Server) nodeGraces(tx store.ReadTx, nodes map[fleet.NodeID]time.Duration) (map[fleet.NodeID]time.Duration, error) {
+	ws, err := store.List[store.Workload](tx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[fleet.NodeID]time.Duration, len(nodes))
+	for _, x := range ws {
+		if x.State != store.StateRunning || x.Running == nil {
+			continue
+		}
+		g := s.fenceGrace(time.Duration(x.Spec.GracePeriod))
+		for _, rep := range x.Running.Replicas {
+			if _, ok := nodes[rep.Node]; ok && g > out[rep.Node] {
+				out[rep.Node] = g
+			}
+		}
+	}
+	return out, nil
+}
+
+// fenceGrace is the grace period the server allows a replica whose spec
+// asks for g: the agent gets as long to stop it after its lease ended.
+// This is the one place the server's maximum grace applies to the lease.
+func (s *Server) fenceGrace(g time.Duration) time.Duration {
+	return max(g, 0)
 }
 
 // workloadLogs proxies a replica's log from the agent of its node.
