@@ -152,6 +152,10 @@ func (a *Agent) start(t api.Task, gpus []api.GPUInfo) (*proc, error) {
 			return nil, err
 		}
 	}
+	dir, err := a.commandDir(work, t.Command.Dir)
+	if err != nil {
+		return nil, err
+	}
 	logPath := a.LogPath(t.Workload, t.Replica)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return nil, err
@@ -164,7 +168,7 @@ func (a *Agent) start(t api.Task, gpus []api.GPUInfo) (*proc, error) {
 		t.Replica, t.Workload, t.StartedAt.UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), a.opts.NodeID, strings.Join(idx, ","))
 	os.Remove(a.NoticePath(t.Workload, t.Replica)) // an earlier run's
 	cmd := exec.Command(t.Command.Argv[0], t.Command.Argv[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = a.replicaEnv(t, idx, uuids, work, ckpt), filepath.Join(work, t.Command.Dir), lf, lf
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = a.replicaEnv(t, idx, uuids, work, ckpt), dir, lf, lf
 	// Its own process group, so that stopping it reaches its children;
 	// as the run-as user (the credential is set before the chdir).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: a.runAs.cred}
@@ -197,6 +201,35 @@ func (a *Agent) start(t api.Task, gpus []api.GPUInfo) (*proc, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// commandDir resolves a command's dir inside the replica's working
+// directory, making what is missing (for the replica's user). A part that
+// is not a directory, a symbolic link above all, is refused: a replica
+// cannot point a later run, or the agent, outside its working directory.
+func (a *Agent) commandDir(work, dir string) (string, error) {
+	cur := work
+	for _, el := range strings.Split(filepath.Clean("/"+dir), "/") {
+		if el == "" {
+			continue
+		}
+		cur = filepath.Join(cur, el)
+		fi, err := os.Lstat(cur)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if err := os.Mkdir(cur, 0o755); err != nil {
+				return "", err
+			}
+			if err := a.runAs.own(cur); err != nil {
+				return "", err
+			}
+		case err != nil:
+			return "", err
+		case !fi.IsDir():
+			return "", fmt.Errorf("command.dir: %s is not a directory in the replica's working directory", cur)
+		}
+	}
+	return cur, nil
 }
 
 // replicaEnv is a replica's whole environment: a minimal PATH, HOME (its

@@ -372,40 +372,10 @@ func (s *Server) watchNodes(ctx context.Context) {
 		case <-t.C:
 		}
 		now := s.now()
-		lost := map[fleet.NodeID]time.Duration{} // the grace waited for
-		err := s.st.View(ctx, func(tx store.ReadTx) error {
-			nodes, err := store.List[store.Node](tx, "")
-			if err != nil {
-				return err
-			}
-			silent := map[fleet.NodeID]time.Duration{} // past the lease: how long silent
-			s.agents.mu.Lock()
-			for _, n := range nodes {
-				if n.Labels[LabelAgent] != "true" || n.Down {
-					continue
-				}
-				last, ok := s.agents.lastSeen[n.ID]
-				if !ok {
-					last = started
-				}
-				if d := now.Sub(last); d > after {
-					silent[n.ID] = d
-				}
-			}
-			s.agents.mu.Unlock()
-			if len(silent) == 0 {
-				return nil
-			}
-			grace, err := s.nodeGraces(tx, silent)
-			if err != nil {
-				return err
-			}
-			for id, d := range silent {
-				if d > after+grace[id] {
-					lost[id] = grace[id]
-				}
-			}
-			return nil
+		var lost map[fleet.NodeID]time.Duration
+		err := s.st.View(ctx, func(tx store.ReadTx) (err error) {
+			lost, err = s.lostNodes(tx, now, started)
+			return err
 		})
 		if err != nil || len(lost) == 0 {
 			continue
@@ -439,6 +409,46 @@ func (s *Server) watchNodes(ctx context.Context) {
 		s.log.Warn("nodes lost: lease not renewed", "nodes", ids, "lease", after.String())
 		s.notify(true)
 	}
+}
+
+// lostNodes returns the agent-run nodes whose lease and grace have run
+// out at now (a restarted server counts from started), with the grace it
+// waited for each.
+func (s *Server) lostNodes(tx store.ReadTx, now, started time.Time) (map[fleet.NodeID]time.Duration, error) {
+	after := s.opts.NodeLostAfter
+	nodes, err := store.List[store.Node](tx, "")
+	if err != nil {
+		return nil, err
+	}
+	silent := map[fleet.NodeID]time.Duration{} // past the lease: how long silent
+	s.agents.mu.Lock()
+	for _, n := range nodes {
+		if n.Labels[LabelAgent] != "true" || n.Down {
+			continue
+		}
+		last, ok := s.agents.lastSeen[n.ID]
+		if !ok {
+			last = started
+		}
+		if d := now.Sub(last); d > after {
+			silent[n.ID] = d
+		}
+	}
+	s.agents.mu.Unlock()
+	lost := map[fleet.NodeID]time.Duration{}
+	if len(silent) == 0 {
+		return lost, nil
+	}
+	grace, err := s.nodeGraces(tx, silent)
+	if err != nil {
+		return nil, err
+	}
+	for id, d := range silent {
+		if d > after+grace[id] {
+			lost[id] = grace[id]
+		}
+	}
+	return lost, nil
 }
 
 // nodeGraces returns, for each of these nodes, the longest grace period
