@@ -27,6 +27,7 @@ const script = `#!/bin/sh
 out="$OUTDIR/$ARBITER_WORKLOAD-$ARBITER_REPLICA"
 if [ -f "$ARBITER_CHECKPOINT_DIR/ckpt" ]; then echo resumed >> "$out.resumed"; fi
 echo $$ > "$out.pid"
+pwd > "$out.pwd"
 env | sort > "$out.env.$ARBITER_PREEMPTIONS.tmp" && mv "$out.env.$ARBITER_PREEMPTIONS.tmp" "$out.env.$ARBITER_PREEMPTIONS"
 echo "hello from replica $ARBITER_REPLICA"
 trap 'date +%s.%N > "$out.term"; echo step > "$ARBITER_CHECKPOINT_DIR/ckpt"; sleep 30 & wait $!' TERM
@@ -90,16 +91,23 @@ func newEnv(t *testing.T, lostAfter time.Duration) *env {
 	return e
 }
 
-func (e *env) startAgent(id string) {
+func (e *env) startAgent(id string) { e.t.Helper(); e.startAgentWith(id, nil) }
+
+// startAgentWith starts an in-process agent whose options edit changes.
+func (e *env) startAgentWith(id string, edit func(*Options)) {
 	e.t.Helper()
 	// Each agent acts with its node's own token, as deployments should.
 	tok, err := e.admin.CreateNodeToken(e.ctx, id, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a, err := New(Options{Server: e.url, Token: tok.Secret, NodeID: id, Region: "local", Block: "b0",
+	o := Options{Server: e.url, Token: tok.Secret, NodeID: id, Region: "local", Block: "b0",
 		Inventory: Fake(id, 8, "A100-80G"), DataDir: filepath.Join(e.dir, "agent-"+id), CheckpointRoot: filepath.Join(e.dir, "ckpt"),
-		Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), AllowRoot: true})
+		Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), AllowRoot: true}
+	if edit != nil {
+		edit(&o)
+	}
+	a, err := New(o)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func leaseWait(interval, lease time.Duration) time.Duration {
 	if lease <= 0 {
 		return interval
 	}
-	return min(interval, lease/4)
+	return min(interval, lease/5)
 }
 
 func leasePath(dataDir string) string { return filepath.Join(dataDir, "lease.json") }
