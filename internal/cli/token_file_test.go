@@ -104,4 +104,3 @@ func FuzzParseTokenFile(f *testing.F) {
 		}
 	})
 }
-
