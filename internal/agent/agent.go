@@ -248,8 +248,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.mu.Unlock()
 		if holding {
 			// New work waits for evicted work to leave its GPUs; the stop
-			// report wakes us, and a second is the most we wait without one.
-			t := time.NewTimer(time.Second)
+			// report wakes us, and a second is the most we wait without one
+			// (less with a short lease: the next heartbeat renews it).
+			t := time.NewTimer(leaseWait(time.Second, time.Duration(a.lease.Load())))
 			select {
 			case <-a.wake:
 				// Pass the wake-up on: the next beat must carry the report.

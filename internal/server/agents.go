@@ -24,8 +24,10 @@ import (
 // is the replicas the node should run. With `wait` the answer is held
 // until the node's tasks change, so heartbeats double as the watch.
 //
-// A node whose agent misses heartbeats for Options.NodeLostAfter is marked
-// down and lost: the scheduler evicts its workloads (gangs whole) and they
+// Each heartbeat reply grants the node a lease of Options.NodeLostAfter. A
+// node whose agent misses heartbeats for the lease plus the longest grace
+// period of its replicas (its agent stops them when its lease ends) is
+// marked down and lost: the scheduler evicts its workloads (gangs whole) and they
 // are requeued. When its agent heartbeats again, the node comes back up
 // only once the agent reports no process the server did not assign it.
 
