@@ -145,3 +145,49 @@ func testPartition(t *testing.T, bin, mode string) {
 		t.Errorf("after the partition the job is %s on %+v; want Running on b", w.State, w.Running)
 	}
 }
+
+// TestShortPartitionRestartsFenced: a partition longer than the agent's
+// lease but shorter than the server's lease plus grace. The fence stops
+// the replica; the server never lost the node, so when the agent is back
+// it still assigns the replica there, and the agent starts it again (the
+// fenced run was not the replica's own exit: the workload does not fail).
+func TestShortPartitionRestartsFenced(t *testing.T) {
+	const lostAfter, grace = 1500 * time.Millisecond, 5 * time.Second
+	e := newEnv(t, lostAfter)
+	px := newProxy(t, strings.TrimPrefix(e.url, "http://"))
+	e.startAgentWith("a", func(o *Options) { o.Server = px.url() })
+	e.waitFor("node a", 5*time.Second, func() bool { ns, _ := e.admin.Nodes(e.ctx, ""); return len(ns) == 1 })
+	e.submitLock("job", grace)
+	logPath := filepath.Join(e.out, "job-0.log")
+	var w api.Workload
+	e.waitFor("the job to run", 10*time.Second, func() bool { w = e.workload("job"); return w.State == "Running" && exists(logPath) })
+	startedAt := w.Running.StartedAt
+	count := func(kind string) int {
+		n := 0
+		for _, m := range readMarkers(t, logPath) {
+			if m.kind == kind {
+				n++
+			}
+		}
+		return n
+	}
+	px.cut()
+	e.waitFor("the fence to stop the replica", 5*time.Second, func() bool { return count("stop") == 1 })
+	if n := e.node("a"); n.Down {
+		t.Fatalf("node lost before its lease and grace had passed")
+	}
+	px.restore()
+	e.waitFor("the replica to start again on a", 10*time.Second, func() bool { return count("start") == 2 })
+	w = e.workload("job")
+	if w.State != "Running" || !w.Running.StartedAt.Equal(startedAt) || w.Running.Replicas[0].Node != "a" {
+		t.Errorf("after the partition: %s %+v; want the same run on a", w.State, w.Running)
+	}
+	if ov := overlaps(e.out); ov != "" {
+		t.Fatalf("two processes ran the replica at once:\n%s", ov)
+	}
+	for _, ev := range e.events("") {
+		if ev.Type == "ReplicaExited" || ev.Type == "NodeLost" || ev.Type == "WorkloadFailed" {
+			t.Errorf("event %s: %s", ev.Type, ev.Message)
+		}
+	}
+}
