@@ -12,15 +12,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
-	"github.com/arbiterhq/arbiter/internal/server"
 )
 
 // Options configure an agent.
@@ -41,7 +42,8 @@ type Options struct {
 	// Interval is the heartbeat period (default 5s); the server's answer
 	// is held up to it while nothing changes, so new work arrives at once.
 	Interval time.Duration
-	// MaxBackoff bounds the reconnection backoff (default 30s).
+	// MaxBackoff bounds the reconnection backoff (default 1s, so that a
+	// node is usable again soon after the server is reachable).
 	MaxBackoff time.Duration
 	// StaleGrace is the grace given to processes a previous agent left
 	// running (default 10s).
@@ -50,7 +52,20 @@ type Options struct {
 	// (ARBITER_EVENTS_URL; default 127.0.0.1:0).
 	EventsListen string
 	Logger       *slog.Logger
+	// FenceCommand runs the fence watchdog (`arbiter agent fence`; the
+	// agent appends --data, --owner and --agent-pid). Empty: the fence runs
+	// in the agent's process, which a SIGSTOP of the agent stops too.
+	FenceCommand []string
+	// RunAs is the user (name or uid) replicas run as (default the
+	// agent's). Replicas may run as root only with AllowRoot.
+	RunAs     string
+	AllowRoot bool
 }
+
+// replyTimeout is how long a heartbeat's answer may take beyond the time
+// the server may hold it: a partition that swallows packets ends the
+// attempt after it, and the next one follows within MaxBackoff.
+const replyTimeout = time.Second
 
 // Agent runs one node.
 type Agent struct {
@@ -75,12 +90,22 @@ type Agent struct {
 	holding bool
 	cut     chan struct{} // closed by Shutdown: notices end at once
 	cutOnce sync.Once
+
+	id    string // this agent instance, the owner of DATA/lease.json
+	runAs runAs
+	// running is set while Run runs (the in-process fence's AgentAlive).
+	running atomic.Bool
+	// deadline is when the lease ends (monoNow ns, see lease.go); lease is
+	// the last lease the server granted (0: none yet).
+	deadline atomic.Int64
+	lease    atomic.Int64
+	fenceLog atomic.Bool // the lease's end was logged
 }
 
 // New checks the options and creates an agent.
 func New(o Options) (*Agent, error) {
 	if o.Server == "" || o.Token == "" {
-		return nil, errors.New("agent: --server and --token are required")
+		return nil, errors.New("agent: --server and a token (--token-file, ARBITER_TOKEN_FILE or ARBITER_TOKEN) are required")
 	}
 	if o.NodeID == "" {
 		h, err := os.Hostname()
@@ -114,7 +139,7 @@ func New(o Options) (*Agent, error) {
 		o.Interval = 5 * time.Second
 	}
 	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 30 * time.Second
+		o.MaxBackoff = time.Second
 	}
 	if o.StaleGrace <= 0 {
 		o.StaleGrace = 10 * time.Second
@@ -125,6 +150,17 @@ func New(o Options) (*Agent, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
+	ra, err := resolveRunAs(o.RunAs, o.AllowRoot)
+	if err != nil {
+		return nil, err
+	}
+	// Replicas get absolute paths (ARBITER_CHECKPOINT_DIR and the rest).
+	if o.DataDir, err = filepath.Abs(o.DataDir); err != nil {
+		return nil, err
+	}
+	if o.CheckpointRoot, err = filepath.Abs(o.CheckpointRoot); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -132,9 +168,13 @@ func New(o Options) (*Agent, error) {
 	if _, err := crand.Read(key); err != nil {
 		return nil, err
 	}
+	id := make([]byte, 8)
+	if _, err := crand.Read(id); err != nil {
+		return nil, err
+	}
 	return &Agent{opts: o, c: client.New(o.Server, o.Token), log: o.Logger.With("node", o.NodeID), logKey: hex.EncodeToString(key),
 		procs: map[api.ReplicaRef]*proc{}, ended: map[api.ReplicaRef]bool{}, wake: make(chan struct{}, 1),
-		notices: map[string]ScheduledEvent{}, cut: make(chan struct{})}, nil
+		notices: map[string]ScheduledEvent{}, cut: make(chan struct{}), id: hex.EncodeToString(id), runAs: ra}, nil
 }
 
 func (a *Agent) logf(format string, args ...any) { a.log.Info(fmt.Sprintf(format, args...)) }
@@ -144,10 +184,17 @@ func (a *Agent) logf(format string, args ...any) { a.log.Info(fmt.Sprintf(format
 // agent on the same data dir stops them before taking work. Use Shutdown
 // to stop them too.
 func (a *Agent) Run(ctx context.Context) error {
+	a.running.Store(true)
+	defer a.running.Store(false)
 	// Stale processes first: nothing runs that the server did not assign.
 	for _, r := range a.cleanupStale(a.opts.StaleGrace) {
 		a.report(r)
 	}
+	// No lease until the server grants one; then the fence watches it.
+	if err := writeLease(a.opts.DataDir, leaseFile{Owner: a.id, PID: os.Getpid()}); err != nil {
+		return fmt.Errorf("agent: writing the lease file: %w", err)
+	}
+	a.startFence()
 	ln, err := net.Listen("tcp", a.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -165,7 +212,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer closeEvents()
 
-	backoff := 100 * time.Millisecond
+	backoff := firstBackoff(a.opts.MaxBackoff)
 	registered := false
 	for ctx.Err() == nil {
 		if !registered {
@@ -174,7 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				if !sleep(ctx, jitter(backoff)) {
 					break
 				}
-				backoff = min(2*backoff, a.opts.MaxBackoff)
+				backoff = nextBackoff(backoff, a.opts.MaxBackoff)
 				continue
 			}
 			registered = true
@@ -191,17 +238,18 @@ func (a *Agent) Run(ctx context.Context) error {
 			if !sleep(ctx, jitter(backoff)) {
 				break
 			}
-			backoff = min(2*backoff, a.opts.MaxBackoff)
+			backoff = nextBackoff(backoff, a.opts.MaxBackoff)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff = firstBackoff(a.opts.MaxBackoff)
 		a.mu.Lock()
 		holding := a.holding
 		a.mu.Unlock()
 		if holding {
 			// New work waits for evicted work to leave its GPUs; the stop
-			// report wakes us, and a second is the most we wait without one.
-			t := time.NewTimer(time.Second)
+			// report wakes us, and a second is the most we wait without one
+			// (less with a short lease: the next heartbeat renews it).
+			t := time.NewTimer(leaseWait(time.Second, time.Duration(a.lease.Load())))
 			select {
 			case <-a.wake:
 				// Pass the wake-up on: the next beat must carry the report.
@@ -244,6 +292,13 @@ func (a *Agent) Shutdown() {
 	wg.Wait()
 }
 
+// The reconnection backoff: 100ms, doubling up to max; each wait is
+// jittered to between half and all of it, so that agents cut off together
+// do not return in step, and never exceeds max.
+func firstBackoff(max time.Duration) time.Duration { return min(100*time.Millisecond, max) }
+
+func nextBackoff(d, max time.Duration) time.Duration { return min(2*d, max) }
+
 func jitter(d time.Duration) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d)/2+1))
 }
@@ -271,8 +326,10 @@ func (a *Agent) register(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err = a.c.RegisterNode(ctx, api.NodeRegistration{ID: a.opts.NodeID, Region: a.opts.Region, Zone: a.opts.Zone, Block: a.opts.Block, SKU: sku,
-		Labels: map[string]string{server.LabelAgent: "true", server.LabelHost: a.opts.Host}})
+	rctx, cancel := context.WithTimeout(ctx, 5*replyTimeout)
+	defer cancel()
+	_, err = a.c.RegisterNode(rctx, api.NodeRegistration{ID: a.opts.NodeID, Region: a.opts.Region, Zone: a.opts.Zone, Block: a.opts.Block, SKU: sku,
+		Labels: map[string]string{api.LabelAgent: "true", api.LabelHost: a.opts.Host}})
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.Code == api.CodeConflict {
 		err = nil // registered before
@@ -288,7 +345,9 @@ func (a *Agent) pickSKU(ctx context.Context, gpus []api.GPUInfo) (string, error)
 	if len(gpus) == 0 {
 		return "", errors.New("agent: no GPUs found; give --sku")
 	}
-	skus, err := a.c.SKUs(ctx)
+	sctx, cancel := context.WithTimeout(ctx, 5*replyTimeout)
+	defer cancel()
+	skus, err := a.c.SKUs(sctx)
 	if err != nil {
 		return "", err
 	}
@@ -338,12 +397,16 @@ func (a *Agent) beat(ctx context.Context) error {
 	}
 	a.mu.Unlock()
 	hb := api.Heartbeat{GPUs: gpus, Running: running, Reports: reports, LogURL: a.logURL, LogKey: a.logKey}
-	if len(reports) == 0 {
-		hb.Wait = api.Duration(a.opts.Interval)
+	// The first heartbeat learns the lease at once; later ones may be held
+	// for a part of it only, so that renewals come in time.
+	if lease := time.Duration(a.lease.Load()); len(reports) == 0 && lease > 0 {
+		hb.Wait = api.Duration(leaseWait(a.opts.Interval, lease))
 	}
-	// A report arriving while the server holds the answer cuts it short.
-	bctx, cancel := context.WithCancel(ctx)
+	// A report arriving while the server holds the answer cuts it short;
+	// an answer that does not come ends the attempt.
+	bctx, cancel := context.WithTimeout(ctx, time.Duration(hb.Wait)+replyTimeout)
 	defer cancel()
+	sent := monoNow()
 	if len(reports) == 0 {
 		go func() {
 			select {
@@ -356,7 +419,7 @@ func (a *Agent) beat(ctx context.Context) error {
 	var reply api.HeartbeatReply
 	err = a.c.Do(bctx, "POST", "/v1/nodes/"+a.opts.NodeID+"/heartbeat", hb, &reply)
 	if err != nil {
-		if ctx.Err() == nil && bctx.Err() != nil {
+		if ctx.Err() == nil && errors.Is(bctx.Err(), context.Canceled) {
 			// Woken for a report: the server may not have seen these.
 			a.mu.Lock()
 			a.reports = append(reports, a.reports...)
@@ -368,9 +431,31 @@ func (a *Agent) beat(ctx context.Context) error {
 		a.mu.Unlock()
 		return err
 	}
+	a.renew(sent, time.Duration(reply.Lease))
 	a.reconcile(reply, gpus)
 	return nil
 }
+
+// renew extends the lease after an answered heartbeat sent at sent.
+func (a *Agent) renew(sent, lease time.Duration) {
+	d := leaseDeadline(sent, lease)
+	if d <= a.deadline.Load() {
+		return // an older heartbeat's answer
+	}
+	a.lease.Store(int64(lease))
+	a.deadline.Store(d)
+	if err := writeLease(a.opts.DataDir, leaseFile{Owner: a.id, PID: os.Getpid(), Deadline: d, Lease: lease}); err != nil {
+		// The fence keeps the older deadline: it stops the replicas early.
+		a.log.Error("renewing the lease file failed", "err", err)
+	}
+	if a.fenceLog.Swap(false) {
+		a.log.Info("lease renewed", "lease", lease.String())
+	}
+}
+
+// leaseValid reports whether the node's lease has not ended: replicas may
+// start and run.
+func (a *Agent) leaseValid() bool { return int64(monoNow()) < a.deadline.Load() }
 
 // reconcile starts assigned replicas that do not run and stops running
 // ones that are no longer assigned.
@@ -408,6 +493,14 @@ func (a *Agent) reconcile(reply api.HeartbeatReply, gpus []api.GPUInfo) {
 		}
 	}
 	a.holding = false
+	if !a.leaseValid() {
+		// The answer came too late: the fence may be stopping replicas, and
+		// the server may already requeue them. Start nothing.
+		if !a.fenceLog.Swap(true) {
+			a.log.Warn("the node's lease has ended; starting nothing until it is renewed")
+		}
+		want = nil
+	}
 	for ref, t := range want {
 		if _, ok := a.procs[ref]; ok || a.ended[ref] {
 			continue
@@ -444,6 +537,21 @@ func (a *Agent) watch(p *proc) {
 	case <-p.stopping:
 		return // stop reports it
 	default:
+	}
+	if p.fenced {
+		// The fence stopped it: not its own exit, and not the end of its
+		// run (if the server still assigns it, it starts again).
+		a.mu.Lock()
+		delete(a.procs, p.task.ReplicaRef)
+		a.mu.Unlock()
+		sig := "SIGTERM"
+		if p.mark.Killed {
+			sig = "SIGKILL"
+		}
+		a.log.Warn("replica fenced: the node's lease ended", "workload", p.task.Workload, "replica", p.task.Replica, "signal", sig)
+		a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Signal: sig,
+			Message: fmt.Sprintf("fenced: the node's lease ended before a heartbeat renewed it; stopped with %s (grace %v), code %d", sig, time.Duration(p.task.GracePeriod), p.code)})
+		return
 	}
 	a.mu.Lock()
 	delete(a.procs, p.task.ReplicaRef)
@@ -491,6 +599,15 @@ func (a *Agent) stop(p *proc) {
 		return
 	default:
 	}
+	// The fence finishes the stop (SIGKILL after the grace) should the
+	// agent stop while the lease ends.
+	p.recMu.Lock()
+	if !p.recGone {
+		rec := p.rec
+		rec.Stopping = int64(monoNow())
+		a.writeRecord(rec)
+	}
+	p.recMu.Unlock()
 	sig, took := stopGroup(p.cmd.Process.Pid, p.done, grace)
 	msg := fmt.Sprintf("exited %v after SIGTERM (grace %v), code %d", took.Round(time.Millisecond), grace, p.code)
 	if sig == "SIGKILL" {

@@ -13,65 +13,63 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 )
 
-// TestAgentBinarySIGKILL runs the real `arbiter agent` binary against an
-// in-process server on loopback, kills it with SIGKILL while it runs a
-// workload, checks the workload is requeued within the node-lost timeout,
-// restarts it and checks the orphan it left is stopped.
-func TestAgentBinarySIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the arbiter binary")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go toolchain to build the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "arbiter")
-	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/arbiterhq/arbiter/cmd/arbiter").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	const lostAfter = 1500 * time.Millisecond
-	e := newEnv(t, lostAfter)
-	data := filepath.Join(e.dir, "agent-bin")
-	tok, err := e.admin.CreateNodeToken(e.ctx, "b1", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func(log string) *exec.Cmd {
-		cmd := exec.Command(bin, "agent", "--server", e.url, "--token", tok.Secret, "--node", "b1", "--gpus", "fake:8xA100-80G",
-			"--data", data, "--checkpoint-root", filepath.Join(e.dir, "ckpt"), "--heartbeat", "300ms", "--stale-grace", "500ms")
-		lf, err := os.Create(filepath.Join(e.dir, log))
+// startBinary runs the real `arbiter agent` binary for node id against
+// server (the test server's URL or a proxy's), with the node's token in a
+// file (never on its command line), its output in DIR/log. It is stopped
+// with SIGTERM when the test ends.
+func (e *env) startBinary(bin, id, server, log string, extra ...string) *exec.Cmd {
+	e.t.Helper()
+	tokFile := filepath.Join(e.dir, id+".token")
+	if !exists(tokFile) {
+		tok, err := e.admin.CreateNodeToken(e.ctx, id, "")
 		if err != nil {
-			t.Fatal(err)
+			e.t.Fatal(err)
 		}
-		cmd.Stdout, cmd.Stderr = lf, lf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		if err := os.WriteFile(tokFile, []byte(tok.Secret+"\n"), 0o600); err != nil {
+			e.t.Fatal(err)
 		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); lf.Close(); close(exited) }()
-		t.Cleanup(func() {
-			// SIGTERM: the agent stops its replicas (stop-on-exit).
-			cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				<-exited
-			}
-		})
-		return cmd
 	}
-	t.Cleanup(func() { // on failure, what the agents said
-		if t.Failed() {
-			for _, f := range []string{"agent-1.log", "agent-2.log"} {
-				b, _ := os.ReadFile(filepath.Join(e.dir, f))
-				t.Logf("%s:\n%s", f, b)
-			}
+	args := append([]string{"agent", "--server", server, "--token-file", tokFile, "--node", id, "--gpus", "fake:8xA100-80G",
+		"--data", filepath.Join(e.dir, "agent-bin-"+id), "--checkpoint-root", filepath.Join(e.dir, "ckpt"), "--heartbeat", "300ms", "--stale-grace", "500ms"}, extra...)
+	cmd := exec.Command(bin, args...)
+	lf, err := os.Create(filepath.Join(e.dir, log))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); lf.Close(); close(exited) }()
+	e.t.Cleanup(func() {
+		// SIGCONT in case a test stopped it; SIGTERM: the agent stops its
+		// replicas (stop-on-exit).
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
 		}
 	})
-	agent := start("agent-1.log")
+	logFilesOnFailure(e.t, filepath.Join(e.dir, log), filepath.Join(e.dir, "agent-bin-"+id, "fence.log"))
+	return cmd
+}
+
+// TestAgentBinarySIGKILL runs the real `arbiter agent` binary against an
+// in-process server on loopback, kills it with SIGKILL while it runs a
+// workload and checks that its watchdog fences the replica (the node's
+// lease ends) before the workload is requeued, no sooner than the
+// node-lost timeout and its grace; the restarted agent takes work again.
+func TestAgentBinarySIGKILL(t *testing.T) {
+	bin := arbiterBinary(t)
+	const lostAfter, grace = 1500 * time.Millisecond, 200 * time.Millisecond
+	e := newEnv(t, lostAfter)
+	agent := e.startBinary(bin, "b1", e.url, "agent-1.log", "--allow-root")
 	e.waitFor("the binary agent's node", 10*time.Second, func() bool { ns, _ := e.admin.Nodes(e.ctx, ""); return len(ns) == 1 })
-	e.submit("job", "normal", 1, 200*time.Millisecond, "60")
+	e.submit("job", "normal", 1, grace, "60")
 	var w api.Workload
 	var orphan int
 	e.waitFor("the job to run", 10*time.Second, func() bool {
@@ -87,6 +85,9 @@ func TestAgentBinarySIGKILL(t *testing.T) {
 	if err := agent.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// The watchdog outlives the agent and ends the replica with the lease.
+	e.waitFor("the watchdog to fence the orphan", lostAfter+3*time.Second, func() bool { return !alive(orphan) })
+	fenced := time.Since(killed)
 	// Requeued: pending again (the only node is lost). The node watcher
 	// ticks every lostAfter/4 and the scheduler reacts at once.
 	e.waitFor("the job to be requeued", lostAfter+3*time.Second, func() bool {
@@ -94,32 +95,26 @@ func TestAgentBinarySIGKILL(t *testing.T) {
 		return w.State == "Pending" || w.State == "Running" && !w.Running.StartedAt.Equal(startedAt)
 	})
 	took := time.Since(killed)
-	t.Logf("requeued %v after SIGKILL (node lost after %v): %s", took.Round(time.Millisecond), lostAfter, w.LastPreemption)
-	if took < lostAfter {
-		t.Fatalf("requeued after %v, before the node could be lost", took)
+	t.Logf("fenced %v and requeued %v after SIGKILL (node lost after %v + grace %v): %s", fenced.Round(time.Millisecond), took.Round(time.Millisecond), lostAfter, grace, w.LastPreemption)
+	if took < lostAfter+grace {
+		t.Fatalf("requeued after %v, before the lease (%v) and the grace (%v) had passed", took, lostAfter, grace)
 	}
-	if limit := lostAfter + lostAfter/2 + time.Second; took > limit {
-		t.Errorf("requeued %v after SIGKILL; want within the node-lost timeout of %v (plus a watcher tick and a cycle: %v)", took, lostAfter, limit)
+	if limit := lostAfter + grace + lostAfter/2 + time.Second; took > limit {
+		t.Errorf("requeued %v after SIGKILL; want within the lease and grace (plus a watcher tick and a cycle: %v)", took, limit)
 	}
-	if syscall.Kill(orphan, 0) != nil || zombie(orphan) {
-		t.Fatalf("the replica %d died with its agent; it should live on until the agent returns", orphan)
+	if b, _ := os.ReadFile(filepath.Join(e.out, "job-0.term")); len(b) == 0 {
+		t.Errorf("the fenced replica got no SIGTERM before it was killed")
 	}
 
-	start("agent-2.log")
-	e.waitFor("the restarted agent to stop the orphan", 10*time.Second, func() bool {
-		return syscall.Kill(orphan, 0) != nil || zombie(orphan)
-	})
+	e.startBinary(bin, "b1", e.url, "agent-2.log", "--allow-root")
 	var pid int
 	e.waitFor("the node to come back and the job to run again", 10*time.Second, func() bool {
 		w = e.workload("job")
 		pid = readPID(filepath.Join(e.out, "job-0.pid"))
 		return w.State == "Running" && pid > 0
 	})
-	if pid == orphan {
-		t.Fatalf("the job runs as %d again (orphan %d)", pid, orphan)
-	}
-	if syscall.Kill(orphan, 0) == nil && !zombie(orphan) {
-		t.Fatalf("orphan %d is running again", orphan)
+	if pid == orphan || alive(orphan) {
+		t.Fatalf("the job runs as %d again (orphan %d alive: %v)", pid, orphan, alive(orphan))
 	}
 }
 

@@ -168,7 +168,7 @@ func TestServerRestartKeepsAgents(t *testing.T) {
 		}
 		a, err := New(Options{Server: url, Token: tok.Secret, NodeID: id, Region: "local", Block: "b0",
 			Inventory: Fake(id, 8, "A100-80G"), DataDir: filepath.Join(dir, "agent-"+id), CheckpointRoot: filepath.Join(dir, "ckpt"),
-			Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+			Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), AllowRoot: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,11 +212,21 @@ func TestServerRestartKeepsAgents(t *testing.T) {
 		return true
 	}
 	waitCond(t, 20*time.Second, "every replica started", allStarted)
+	// Running once every replica's start has been reported (Starting
+	// before that).
+	waitCond(t, 20*time.Second, "every workload shown Running", func() bool {
+		for name := range jobs {
+			if w, err := admin.Workload(ctx, "team", name); err != nil || w.State != "Running" {
+				return false
+			}
+		}
+		return true
+	})
 	placed := map[string]string{}
 	for name := range jobs {
 		w, err := admin.Workload(ctx, "team", name)
-		if err != nil || w.State != "Running" {
-			t.Fatalf("%s: %+v %v", name, w, err)
+		if err != nil {
+			t.Fatal(err)
 		}
 		placed[name] = placement(w)
 	}

@@ -2,13 +2,23 @@ package api
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"time"
 )
 
+// Node labels an agent sets when it registers (the server's
+// server.LabelAgent and server.LabelHost are these).
+const (
+	LabelAgent = "arbiter.io/agent" // "true": heartbeats are expected
+	LabelHost  = "arbiter.io/host"  // the host other replicas reach it at
+)
+
 // Command is what node agents run for each replica of a workload: argv,
 // extra environment and working directory. The agent adds
-// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES and the ARBITER_* variables.
+// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES and the ARBITER_* variables
+// to a clean environment (nothing of the agent's own). Dir is relative to
+// the replica's working directory, which the agent makes for each replica.
 type Command struct {
 	Argv []string          `json:"argv" yaml:"argv"`
 	Env  map[string]string `json:"env,omitempty" yaml:"env"`
@@ -41,7 +51,39 @@ func (c *Command) Validate() (field, msg string) {
 			return "command.argv", "arguments may not contain NUL"
 		}
 	}
+	for k, v := range c.Env {
+		if strings.ContainsRune(v, 0) {
+			return "command.env", fmt.Sprintf("the value of %s contains NUL", k)
+		}
+	}
+	if msg := checkDir(c.Dir); msg != "" {
+		return "command.dir", msg
+	}
 	return "", ""
+}
+
+// checkDir says what is wrong with a command's dir: it must stay inside
+// the replica's working directory (relative, without "..").
+func checkDir(d string) string {
+	switch {
+	case d == "":
+		return ""
+	case len(d) > 4096:
+		return "at most 4096 bytes"
+	case strings.ContainsRune(d, 0):
+		return "the directory may not contain NUL"
+	case strings.HasPrefix(d, "/") || strings.HasPrefix(d, "\\"):
+		return fmt.Sprintf("%q must be relative to the replica's working directory", d)
+	}
+	for _, el := range strings.FieldsFunc(d, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if el == ".." {
+			return fmt.Sprintf("%q may not leave the replica's working directory (no \"..\")", d)
+		}
+	}
+	if path.Clean(d) == ".." {
+		return fmt.Sprintf("%q may not leave the replica's working directory", d)
+	}
+	return ""
 }
 
 // GPUInfo is one GPU of a node as its agent sees it.
@@ -115,8 +157,15 @@ type Task struct {
 // for running replicas that are no longer tasks because they were
 // evicted with a notice (spot work): the agent tells the process, waits
 // Notice.After, then stops it as it stops any replica.
+//
+// Lease is how long the node stays live without a heartbeat (the server's
+// NodeLostAfter): an agent that has not renewed it within Lease minus a
+// safety margin, counted from the send time of its last answered
+// heartbeat, stops its replicas, because the server may requeue them once
+// Lease and their grace periods have passed.
 type HeartbeatReply struct {
 	Tasks   []Task   `json:"tasks"`
+	Lease   Duration `json:"lease,omitempty"`
 	Down    bool     `json:"down,omitempty"`
 	Lost    bool     `json:"lost,omitempty"`
 	Notices []Notice `json:"notices,omitempty"`

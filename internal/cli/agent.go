@@ -20,8 +20,9 @@ func newAgentCmd() *cobra.Command {
 	var o agent.Options
 	var gpus string
 	var stopOnExit bool
+	var tokenFile string
 	cmd := &cobra.Command{
-		Use:   "agent --server URL --token T [--region R --zone Z --block B --sku SKU] [--gpus auto|fake:8xA100-80G]",
+		Use:   "agent --server URL --token-file FILE [--run-as USER] [--region R --zone Z --block B --sku SKU] [--gpus auto|fake:8xA100-80G]",
 		Short: "Run the node agent: register this machine, report its GPUs, run the work assigned to it",
 		Long: `Runs the node agent. It registers the node (admin token), reports its GPUs
 with every heartbeat and runs the replicas the server assigns to it, each
@@ -34,12 +35,33 @@ the server's --spot-notice (30s), written to $ARBITER_NOTICE_FILE and served
 at $ARBITER_EVENTS_URL as Azure-style scheduled events. Processes a previous
 agent left running are stopped before the node takes work.
 
+Replicas get a clean environment: PATH, HOME (the replica's own working
+directory, DATA/work/...; command.dir is relative to it), their spec's
+variables, the GPU variables and ARBITER_* (never the agent's own
+environment or token). --run-as USER runs them as that user; the agent
+refuses to run them as root unless --allow-root is given.
+
+The node holds a lease (the server's --node-lost-after): if no heartbeat
+has renewed it in time, say in a network partition, a watchdog process
+("arbiter agent fence") stops the replicas (SIGTERM, grace, SIGKILL) before
+the server may requeue them elsewhere, even when the agent itself is
+stopped.
+
 --gpus auto reads the GPUs through NVML (binaries built with -tags nvml);
 --gpus fake:8xA100-80G pretends, for demos and tests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Server = firstNonEmpty(o.Server, os.Getenv("ARBITER_SERVER"), "http://127.0.0.1:7070")
-			o.Token = firstNonEmpty(o.Token, os.Getenv("ARBITER_TOKEN"))
+			tok, err := resolveToken(o.Token, tokenFile)
+			if err != nil {
+				return err
+			}
+			o.Token = tok
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("agent: finding its own binary for the fence watchdog: %w", err)
+			}
+			o.FenceCommand = []string{exe, "agent", "fence"}
 			inv, err := agent.ParseInventory(gpus, o.NodeID)
 			if err != nil {
 				return err
@@ -61,7 +83,10 @@ agent left running are stopped before the node takes work.
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Server, "server", "", "server URL (env ARBITER_SERVER, default http://127.0.0.1:7070)")
-	fl.StringVar(&o.Token, "token", "", "the node's token (`arbiter node token create NODE`) or the admin token (env ARBITER_TOKEN)")
+	fl.StringVar(&o.Token, "token", "", "the node's token (visible to other users in ps: prefer --token-file; env ARBITER_TOKEN)")
+	fl.StringVar(&tokenFile, "token-file", "", "file holding the node's token (`arbiter node token create NODE`) (env ARBITER_TOKEN_FILE)")
+	fl.StringVar(&o.RunAs, "run-as", "", "user (name or uid) replicas run as (default: the agent's user)")
+	fl.BoolVar(&o.AllowRoot, "allow-root", false, "allow replicas to run as root")
 	fl.StringVar(&o.NodeID, "node", "", "node ID (default: the host name)")
 	fl.StringVar(&o.Region, "region", "local", "region of the node")
 	fl.StringVar(&o.Zone, "zone", "", "availability zone")
@@ -77,6 +102,37 @@ agent left running are stopped before the node takes work.
 	fl.DurationVar(&o.StaleGrace, "stale-grace", 10*time.Second, "grace given to processes a previous agent left running")
 	fl.StringVar(&o.EventsListen, "events-listen", "127.0.0.1:0", "loopback address serving replicas their scheduled events (ARBITER_EVENTS_URL)")
 	fl.BoolVar(&stopOnExit, "stop-on-exit", true, "stop the replicas (SIGTERM, grace, SIGKILL) when the agent is interrupted")
+	cmd.AddCommand(newAgentFenceCmd())
+	return cmd
+}
+
+// newAgentFenceCmd is the agent's watchdog (hidden: the agent starts it):
+// it stops the replicas when the node's lease ends, also while the agent
+// is stopped or stuck.
+func newAgentFenceCmd() *cobra.Command {
+	var o agent.FenceOptions
+	var pid int
+	cmd := &cobra.Command{
+		Use: "fence --data DIR --owner ID --agent-pid PID", Short: "The agent's lease watchdog (started by the agent)", Hidden: true, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.DataDir == "" || o.Owner == "" || pid <= 0 {
+				return fmt.Errorf("agent fence: --data, --owner and --agent-pid are required")
+			}
+			// A terminal's signals are the agent's business; the fence ends
+			// when the agent is gone and nothing it started runs.
+			signal.Ignore(os.Interrupt, syscall.SIGHUP, syscall.SIGPIPE)
+			out := cmd.ErrOrStderr()
+			o.AgentAlive = func() bool { return agent.ProcessAlive(pid) }
+			o.Logf = func(format string, args ...any) {
+				fmt.Fprintf(out, "%s fence: %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+			}
+			agent.RunFence(cmd.Context(), o)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.DataDir, "data", "", "the agent's data directory")
+	cmd.Flags().StringVar(&o.Owner, "owner", "", "the agent instance whose lease to enforce")
+	cmd.Flags().IntVar(&pid, "agent-pid", 0, "the agent's process")
 	return cmd
 }
 

@@ -21,25 +21,29 @@ import (
 )
 
 // conn holds the flags every client command shares: server and token
-// (flags or ARBITER_SERVER, ARBITER_TOKEN), tenant (flag, ARBITER_TENANT,
-// else the token's own) and the output format.
+// (flags or ARBITER_SERVER; --token-file, ARBITER_TOKEN_FILE, ARBITER_TOKEN),
+// tenant (flag, ARBITER_TENANT, else the token's own) and the output format.
 type conn struct {
-	server, token, tenant, output string
+	server, token, tokenFile, tenant, output string
 }
 
 func (c *conn) bind(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&c.server, "server", "", "server URL (env ARBITER_SERVER, default http://127.0.0.1:7070)")
-	f.StringVar(&c.token, "token", "", "bearer token (env ARBITER_TOKEN)")
+	f.StringVar(&c.token, "token", "", "bearer token (visible to other users in ps: prefer --token-file; env ARBITER_TOKEN)")
+	f.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (env ARBITER_TOKEN_FILE)")
 	f.StringVar(&c.tenant, "tenant", "", "tenant to act on (env ARBITER_TENANT; default: the token's tenant)")
 	f.StringVarP(&c.output, "output", "o", "table", "output format: table, json or yaml")
 }
 
 func (c *conn) client() (*client.Client, error) {
 	server := firstNonEmpty(c.server, os.Getenv("ARBITER_SERVER"), "http://127.0.0.1:7070")
-	token := firstNonEmpty(c.token, os.Getenv("ARBITER_TOKEN"))
+	token, err := resolveToken(c.token, c.tokenFile)
+	if err != nil {
+		return nil, err
+	}
 	if token == "" {
-		return nil, errors.New("no token: pass --token or set ARBITER_TOKEN")
+		return nil, errors.New("no token: pass --token-file or set ARBITER_TOKEN_FILE or ARBITER_TOKEN")
 	}
 	switch c.output {
 	case "table", "json", "yaml":

@@ -22,15 +22,18 @@ import (
 // is the replicas the node should run. With `wait` the answer is held
 // until the node's tasks change, so heartbeats double as the watch.
 //
-// A node whose agent misses heartbeats for Options.NodeLostAfter is marked
-// down and lost: the scheduler evicts its workloads (gangs whole) and they
+// Each heartbeat reply grants the node a lease of Options.NodeLostAfter. A
+// node whose agent misses heartbeats for the lease plus the longest grace
+// period of its replicas (its agent stops them when its lease ends) is
+// marked down and lost: the scheduler evicts its workloads (gangs whole) and they
 // are requeued. When its agent heartbeats again, the node comes back up
 // only once the agent reports no process the server did not assign it.
 
-// Node labels an agent sets when it registers.
+// Node labels an agent sets when it registers (defined in api, so that
+// the agent need not link the server).
 const (
-	LabelAgent = "arbiter.io/agent" // "true": heartbeats are expected
-	LabelHost  = "arbiter.io/host"  // the host other replicas reach it at
+	LabelAgent = api.LabelAgent // "true": heartbeats are expected
+	LabelHost  = api.LabelHost  // the host other replicas reach it at
 )
 
 func init() {
@@ -111,6 +114,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 			if err := s.addNotices(r.Context(), &reply, hb.Running); err != nil {
 				return err
 			}
+			// The node's lease: its agent stops its replicas when it has not
+			// renewed it in time (see watchNodes).
+			reply.Lease = api.Duration(s.opts.NodeLostAfter)
 			writeJSON(w, http.StatusOK, reply)
 			return nil
 		}
@@ -301,8 +307,13 @@ func commandIn(c *api.Command) *store.Command {
 	return out
 }
 
-// watchNodes marks agent-run nodes lost when they miss heartbeats for
-// NodeLostAfter; the scheduler then evicts their work.
+// watchNodes marks agent-run nodes lost when they have not renewed their
+// lease: no heartbeat for NodeLostAfter (the lease each heartbeat reply
+// grants) plus the longest grace period of the replicas assigned to the
+// node. An agent that cannot renew its lease stops its replicas (SIGTERM,
+// the grace, SIGKILL) before the lease ends, so by the time the scheduler
+// evicts and requeues them no process of theirs runs any more: a replica
+// never runs on two nodes at once.
 func (s *Server) watchNodes(ctx context.Context) {
 	after := s.opts.NodeLostAfter
 	every := min(max(after/4, 10*time.Millisecond), time.Second)
@@ -316,33 +327,18 @@ func (s *Server) watchNodes(ctx context.Context) {
 		case <-t.C:
 		}
 		now := s.now()
-		var lost []fleet.NodeID
-		err := s.st.View(ctx, func(tx store.ReadTx) error {
-			nodes, err := store.List[store.Node](tx, "")
-			if err != nil {
-				return err
-			}
-			s.agents.mu.Lock()
-			defer s.agents.mu.Unlock()
-			for _, n := range nodes {
-				if n.Labels[LabelAgent] != "true" || n.Down {
-					continue
-				}
-				last, ok := s.agents.lastSeen[n.ID]
-				if !ok {
-					last = started
-				}
-				if now.Sub(last) > after {
-					lost = append(lost, n.ID)
-				}
-			}
-			return nil
+		var lost map[fleet.NodeID]time.Duration
+		err := s.st.View(ctx, func(tx store.ReadTx) (err error) {
+			lost, err = s.lostNodes(tx, now, started)
+			return err
 		})
 		if err != nil || len(lost) == 0 {
 			continue
 		}
+		var ids []fleet.NodeID
 		err = s.st.Update(ctx, func(tx store.WriteTx) error {
-			for _, id := range lost {
+			ids = ids[:0]
+			for id, grace := range lost {
 				n, err := store.Get[store.Node](tx, string(id))
 				if err != nil || n.Down {
 					continue
@@ -351,9 +347,11 @@ func (s *Server) watchNodes(ctx context.Context) {
 				if err := store.Put(tx, n, n.Meta.Revision); err != nil {
 					return err
 				}
-				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "NodeLost", Object: "nodes/" + string(id), Message: fmt.Sprintf("no heartbeat for more than %v", after)}); err != nil {
+				msg := fmt.Sprintf("no heartbeat for more than %v (its lease) plus %v (the longest grace period of its replicas)", after, grace)
+				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "NodeLost", Object: "nodes/" + string(id), Message: msg}); err != nil {
 					return err
 				}
+				ids = append(ids, id)
 			}
 			return nil
 		})
@@ -363,9 +361,72 @@ func (s *Server) watchNodes(ctx context.Context) {
 			}
 			continue
 		}
-		s.log.Warn("nodes lost: no heartbeat", "nodes", lost, "after", after.String())
+		s.log.Warn("nodes lost: lease not renewed", "nodes", ids, "lease", after.String())
 		s.notify(true)
 	}
+}
+
+// lostNodes returns the agent-run nodes whose lease and grace have run
+// out at now (a restarted server counts from started), with the grace it
+// waited for each.
+func (s *Server) lostNodes(tx store.ReadTx, now, started time.Time) (map[fleet.NodeID]time.Duration, error) {
+	after := s.opts.NodeLostAfter
+	nodes, err := store.List[store.Node](tx, "")
+	if err != nil {
+		return nil, err
+	}
+	silent := map[fleet.NodeID]time.Duration{} // past the lease: how long silent
+	s.agents.mu.Lock()
+	for _, n := range nodes {
+		if n.Labels[LabelAgent] != "true" || n.Down {
+			continue
+		}
+		last, ok := s.agents.lastSeen[n.ID]
+		if !ok {
+			last = started
+		}
+		if d := now.Sub(last); d > after {
+			silent[n.ID] = d
+		}
+	}
+	s.agents.mu.Unlock()
+	lost := map[fleet.NodeID]time.Duration{}
+	if len(silent) == 0 {
+		return lost, nil
+	}
+	grace, err := s.nodeGraces(tx, silent)
+	if err != nil {
+		return nil, err
+	}
+	for id, d := range silent {
+		if d > after+grace[id] {
+			lost[id] = grace[id]
+		}
+	}
+	return lost, nil
+}
+
+// nodeGraces returns, for each of these nodes, the longest grace period
+// (capped as graceFor caps it, the grace agents are told) of the replicas of running workloads assigned
+// to it: how long its agent may take to stop them once its lease ended.
+func (s *Server) nodeGraces(tx store.ReadTx, nodes map[fleet.NodeID]time.Duration) (map[fleet.NodeID]time.Duration, error) {
+	ws, err := store.List[store.Workload](tx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[fleet.NodeID]time.Duration, len(nodes))
+	for _, x := range ws {
+		if x.State != store.StateRunning || x.Running == nil {
+			continue
+		}
+		g := s.graceFor(x.Spec)
+		for _, rep := range x.Running.Replicas {
+			if _, ok := nodes[rep.Node]; ok && g > out[rep.Node] {
+				out[rep.Node] = g
+			}
+		}
+	}
+	return out, nil
 }
 
 // createNodeToken makes a token for one node's agent (admin): it may
