@@ -22,6 +22,7 @@ const (
 	CodeMethod          = "MethodNotAllowed"     // 405
 	CodeConflict        = "Conflict"             // 409: exists, or changed meanwhile
 	CodeCapacity        = "InsufficientCapacity" // 409: a reservation cannot be met
+	CodeQuotaExceeded   = "QuotaExceeded"        // 409: a reservation would exceed a quota limit
 	CodeGone            = "Gone"                 // 410: events pruned
 	CodeTooLarge        = "PayloadTooLarge"      // 413
 	CodeMediaType       = "UnsupportedMediaType" // 415
@@ -389,13 +390,17 @@ type Reservation struct {
 }
 
 // Usage is one quota family of a tenant in a region: its current value
-// and limit, in GPUs. Limit is nil when unlimited.
+// and limit, in GPUs. Limit is nil when unlimited. CurrentValue is what
+// counts against the limit: running work outside reservations plus
+// Reserved, the capacity of the active reservations charged to the entry
+// (the tenant's and its descendants'), whether or not work runs on them.
 type Usage struct {
 	Name         string   `json:"name"`
 	Tenant       string   `json:"tenant"`
 	Region       string   `json:"region"`
 	Flavor       string   `json:"flavor"`
 	CurrentValue float64  `json:"currentValue"`
+	Reserved     float64  `json:"reserved"`
 	Limit        *float64 `json:"limit"`
 	Guaranteed   float64  `json:"guaranteed"`
 	Unit         string   `json:"unit"`

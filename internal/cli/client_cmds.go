@@ -152,9 +152,9 @@ func newUsageCmd() *cobra.Command {
 				return err
 			}
 			return c.emit(out, us, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "Name\tCurrentValue\tLimit\tTenant\tRegion")
+				fmt.Fprintln(tw, "Name\tCurrentValue\tReserved\tLimit\tTenant\tRegion")
 				for _, u := range us {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Name, strconv.FormatFloat(u.CurrentValue, 'g', -1, 64), limitStr(u.Limit), u.Tenant, u.Region)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, strconv.FormatFloat(u.CurrentValue, 'g', -1, 64), strconv.FormatFloat(u.Reserved, 'g', -1, 64), limitStr(u.Limit), u.Tenant, u.Region)
 				}
 			})
 		}),

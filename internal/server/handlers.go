@@ -552,58 +552,6 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, tok store.To
 
 // ---- usage ----
 
-// usage computes each quota entry's current value for the tenants asked.
-// A running workload counts, at every tenant on its path, against the
-// entry the scheduler charges (region-specific first, else all-regions);
-// work on its own reservation does not count.
-func usage(wd *world, tenants []string, region string) []api.Usage {
-	tree := wd.Tree
-	used := make([][]resource.MilliGPU, len(tree.Tenants))
-	for i, t := range tree.Tenants {
-		used[i] = make([]resource.MilliGPU, len(t.Quotas))
-	}
-	for _, x := range wd.Workloads {
-		if x.Running == nil || x.Running.OnReservation {
-			continue
-		}
-		ti, ok := tree.Lookup(x.Tenant)
-		if !ok {
-			continue
-		}
-		for _, t := range tree.Path(ti) {
-			if _, idx, ok := tree.Entry(t, x.Running.Flavor, x.Running.Region); ok {
-				used[t][idx] = used[t][idx].Add(x.Spec.TotalGPUs())
-			}
-		}
-	}
-	out := []api.Usage{}
-	for _, name := range tenants {
-		ti, ok := tree.Lookup(name)
-		if !ok {
-			continue
-		}
-		for qi, q := range tree.Tenants[ti].Quotas {
-			if region != "" && q.Key.Region != "" && q.Key.Region != region {
-				continue
-			}
-			u := api.Usage{
-				Name: string(q.Key.Model) + " GPUs", Tenant: name, Region: q.Key.Region, Flavor: string(q.Key.Model),
-				CurrentValue: gpus(used[ti][qi]), Guaranteed: gpus(q.Guaranteed), Unit: "GPUs",
-			}
-			if u.Region == "" {
-				u.Region = "*"
-				u.Name += " (all regions)"
-			}
-			if q.Limit != tenancy.Unlimited {
-				l := gpus(q.Limit)
-				u.Limit = &l
-			}
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
 func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request) error {
 	name, err := s.scope(r)
 	if err != nil {
@@ -616,7 +564,7 @@ func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := wd.Tree.Lookup(name); !ok {
 		return notFound("tenant", name)
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, []string{name}, r.URL.Query().Get("region"))})
+	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, []string{name}, r.URL.Query().Get("region"), s.now())})
 	return nil
 }
 
@@ -639,7 +587,7 @@ func (s *Server) allUsage(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		names = []string{p.tenant}
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, names, r.URL.Query().Get("region"))})
+	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, names, r.URL.Query().Get("region"), s.now())})
 	return nil
 }
 
