@@ -157,9 +157,7 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 		CheckpointInterval: time.Duration(s.CheckpointInterval), GracePeriod: time.Duration(s.GracePeriod),
 		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
 	}
-	if out.Replicas == 0 {
-		out.Replicas = 1
-	}
+	out.Defaults(s.Priority != "")
 	for _, f := range s.Flavors {
 		out.Flavors = append(out.Flavors, fleet.ModelID(f))
 	}
@@ -168,7 +166,6 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 			add("kind", "%v", err)
 		}
 	}
-	out.Priority = workload.PriorityNormal
 	if s.Priority != "" {
 		p, err := workload.ParsePriority(s.Priority)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 func TestLoadExample(t *testing.T) {
@@ -96,4 +97,34 @@ func FuzzParse(f *testing.F) {
 		// A config that loads must schedule without panicking.
 		sched.Schedule(c.Input())
 	})
+}
+
+// TestWorkloadDefaultsAsTheAPI: a config workload that leaves out priority
+// and replicas gets the API's defaults (normal, 1), not spot and an error.
+func TestWorkloadDefaultsAsTheAPI(t *testing.T) {
+	src := `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 1}]
+tenants:
+  - name: a
+workloads:
+  - {name: plain, tenant: a, gpus: 1, flavors: [H100-80G], regions: [eastus]}
+  - {name: spot, tenant: a, gpus: 1, priority: spot, replicas: 2, flavors: [H100-80G], regions: [eastus]}
+`
+	c, err := Parse("d.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, spot := c.Workloads[0], c.Workloads[1]
+	if plain.Priority != workload.DefaultPriority || plain.Replicas != workload.DefaultReplicas {
+		t.Errorf("plain: priority %v, replicas %d; want %v, %d", plain.Priority, plain.Replicas, workload.DefaultPriority, workload.DefaultReplicas)
+	}
+	if spot.Priority != workload.PrioritySpot || spot.Replicas != 2 {
+		t.Errorf("spot written: priority %v, replicas %d", spot.Priority, spot.Replicas)
+	}
 }

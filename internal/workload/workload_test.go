@@ -45,3 +45,16 @@ func TestEnums(t *testing.T) {
 		t.Errorf("kind = %v %v", k, err)
 	}
 }
+
+func TestDefaults(t *testing.T) {
+	s := Spec{Priority: PrioritySpot}
+	s.Defaults(false)
+	if s.Priority != PriorityNormal || s.Replicas != 1 {
+		t.Errorf("left out: %v, %d; want normal, 1", s.Priority, s.Replicas)
+	}
+	s = Spec{Priority: PrioritySpot, Replicas: 4}
+	s.Defaults(true)
+	if s.Priority != PrioritySpot || s.Replicas != 4 {
+		t.Errorf("written: %v, %d; want spot, 4", s.Priority, s.Replicas)
+	}
+}
