@@ -263,12 +263,22 @@ type Quota struct {
 	Priority   int     `json:"priority,omitempty" yaml:"priority"`
 }
 
-// Tenant is a node of the tenant tree.
+// Tenant is a node of the tenant tree. AllowedPriorities are the priority
+// classes its workloads may ask for (names, e.g. ["high", "normal"]);
+// left out on create it is every class but critical, and GET always
+// shows the tenant's own list. An ancestor's explicit list caps its whole
+// subtree: a tenant may use what its list and every ancestor's list allow.
 type Tenant struct {
-	Name     string  `json:"name"`
-	Parent   string  `json:"parent,omitempty"`
-	Quotas   []Quota `json:"quotas,omitempty"`
-	Revision int64   `json:"revision,omitempty"`
+	Name              string   `json:"name"`
+	Parent            string   `json:"parent,omitempty"`
+	Quotas            []Quota  `json:"quotas,omitempty"`
+	AllowedPriorities []string `json:"allowed_priorities,omitempty"`
+	Revision          int64    `json:"revision,omitempty"`
+}
+
+// AllowedPriorities replaces a tenant's allowed priority classes.
+type AllowedPriorities struct {
+	AllowedPriorities []string `json:"allowed_priorities"`
 }
 
 // QuotaList replaces a tenant's quotas.

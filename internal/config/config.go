@@ -173,8 +173,10 @@ func Resolve(file string, f File) (*Config, error) {
 		}
 		names[w.Name] = true
 		if w.Tenant != "" {
-			if _, ok := tree.Lookup(w.Tenant); !ok {
+			if ti, ok := tree.Lookup(w.Tenant); !ok {
 				errs.Add(w.Pos, wf+".tenant", "unknown tenant %q", w.Tenant)
+			} else if err := tree.MayUse(ti, w.Spec.Priority); err != nil {
+				errs.Add(w.Pos, wf+".priority", "%v (see the tenant's allowed_priorities)", err)
 			}
 		}
 		maxGPUs := 0

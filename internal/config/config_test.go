@@ -128,3 +128,41 @@ workloads:
 		t.Errorf("spot written: priority %v, replicas %d", spot.Priority, spot.Replicas)
 	}
 }
+
+// TestAllowedPriorities: a config workload above its tenant's allowed
+// classes is reported with its position; a list of unknown classes too.
+func TestAllowedPriorities(t *testing.T) {
+	src := `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 1}]
+tenants:
+  - name: plain
+  - name: vip
+    allowed_priorities: [critical, normal]
+workloads:
+  - {name: w1, tenant: plain, priority: critical, gpus: 1, flavors: [H100-80G], regions: [eastus]}
+  - {name: w2, tenant: vip, priority: critical, gpus: 1, flavors: [H100-80G], regions: [eastus]}
+  - {name: w3, tenant: vip, priority: high, gpus: 1, flavors: [H100-80G], regions: [eastus]}
+`
+	_, err := Parse("p.yaml", []byte(src))
+	for _, want := range []string{
+		`p.yaml:14:5: workloads[0].priority: priority class not allowed: tenant "plain" may not use priority critical (allowed: high, normal, low, spot)`,
+		`p.yaml:16:5: workloads[2].priority: priority class not allowed: tenant "vip" may not use priority high (allowed: critical, normal)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "workloads[1]") {
+		t.Errorf("vip may use critical: %v", err)
+	}
+	_, err = Parse("p.yaml", []byte(strings.Replace(src, "[critical, normal]", "[critical, urgent]", 1)))
+	if want := `p.yaml:12:36: tenants[1].allowed_priorities[1]: unknown priority class "urgent"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error lacks %q:\n%v", want, err)
+	}
+}

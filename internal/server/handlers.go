@@ -27,6 +27,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/tenants/{tenant}", s.getTenant},
 		{"DELETE /v1/tenants/{tenant}", s.deleteTenant},
 		{"PUT /v1/tenants/{tenant}/quotas", s.setQuotas},
+		{"PUT /v1/tenants/{tenant}/allowed-priorities", s.setAllowedPriorities},
 		{"POST /v1/tenants/{tenant}/tokens", s.createToken},
 		{"GET /v1/tenants/{tenant}/usage", s.tenantUsage},
 		{"GET /v1/usage", s.allUsage},
@@ -282,7 +283,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 // ---- tenants ----
 
 func tenantOut(t *store.Tenant) api.Tenant {
-	o := api.Tenant{Name: t.Name, Parent: t.Parent, Revision: t.Meta.Revision}
+	o := api.Tenant{Name: t.Name, Parent: t.Parent, Revision: t.Meta.Revision, AllowedPriorities: tenancy.AllowedSet(t.AllowedPriorities).Names()}
 	for _, q := range t.Quotas {
 		aq := api.Quota{Flavor: string(q.Flavor), Region: q.Region, Guaranteed: api.GPUs(q.Guaranteed), Weight: q.Weight, Priority: q.Priority}
 		if q.Limit != nil {
@@ -393,7 +394,11 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t := &store.Tenant{Name: req.Name, Parent: req.Parent, Quotas: qs}
+	allowed, err := prioritiesIn(req.AllowedPriorities, req.AllowedPriorities != nil)
+	if err != nil {
+		return err
+	}
+	t := &store.Tenant{Name: req.Name, Parent: req.Parent, Quotas: qs, AllowedPriorities: allowed}
 	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		if req.Parent != "" {
 			if _, ok := tx.GetRaw(store.KindTenant, req.Parent); !ok {

@@ -135,7 +135,7 @@ func buildTree(ts []*store.Tenant) (*tenancy.Tree, error) {
 }
 
 func tenantSpec(t *store.Tenant) tenancy.TenantSpec {
-	s := tenancy.TenantSpec{Name: t.Name, Parent: t.Parent}
+	s := tenancy.TenantSpec{Name: t.Name, Parent: t.Parent, AllowedPriorities: t.AllowedPriorities}
 	for _, q := range t.Quotas {
 		s.Quota = append(s.Quota, tenancy.QuotaSpec{
 			Flavor: q.Flavor, Region: q.Region, Guaranteed: q.Guaranteed,

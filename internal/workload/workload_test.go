@@ -58,3 +58,15 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("written: %v, %d; want spot, 4", s.Priority, s.Replicas)
 	}
 }
+
+func TestPrioritySet(t *testing.T) {
+	if DefaultAllowed.Has(PriorityCritical) || !DefaultAllowed.Has(PrioritySpot) || !DefaultAllowed.Has(PriorityHigh) {
+		t.Errorf("DefaultAllowed = %v", DefaultAllowed)
+	}
+	if got := SetOf(PrioritySpot, PriorityHigh).String(); got != "high, spot" {
+		t.Errorf("String = %q", got)
+	}
+	if SetOf(Priority(-1), Priority(9)) != 0 || PrioritySet(0).String() != "none" || AllPriorities.Has(Priority(9)) {
+		t.Error("out-of-range classes must not be members")
+	}
+}
