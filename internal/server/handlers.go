@@ -494,6 +494,9 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 				return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q owns partition %q; delete it first", name, p.Name)
 			}
 		}
+		if err := deleteTenantHistory(tx, name); err != nil {
+			return err
+		}
 		toks, err := store.List[store.Token](tx, "")
 		if err != nil {
 			return err
