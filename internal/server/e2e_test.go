@@ -224,7 +224,7 @@ func TestEndToEnd(t *testing.T) {
 	mustCLI(t, p, adminToken, "tenant", "create", "contoso", "--parent", "customers",
 		"--quota", "flavor=A100-80G,region=eastus,limit=8",
 		"--quota", "flavor=A100-80G,region=westus2,limit=16",
-		"--quota", "flavor=H100-80G,region=eastus,limit=24",
+		"--quota", "flavor=H100-80G,region=eastus,limit=16",
 		"--allowed-priorities", "critical,high,normal,low,spot")
 	mustCLI(t, p, adminToken, "tenant", "create", "training", "--quota", "flavor=A100-80G,region=eastus,guaranteed=32,limit=32")
 	mustCLI(t, p, adminToken, "tenant", "create", "research", "--quota", "flavor=A100-80G,region=eastus,limit=32")
@@ -347,7 +347,7 @@ func TestEndToEnd(t *testing.T) {
 	for _, u := range usage {
 		got[u.Flavor] = fmt.Sprintf("%g/%g reserved %g", u.CurrentValue, *u.Limit, u.Reserved)
 	}
-	if got["A100-80G"] != "8/8 reserved 0" || got["H100-80G"] != "8/24 reserved 8" || len(got) != 2 {
+	if got["A100-80G"] != "8/8 reserved 0" || got["H100-80G"] != "8/16 reserved 8" || len(got) != 2 {
 		t.Fatalf("usage eastus: %v\n%s", got, out)
 	}
 

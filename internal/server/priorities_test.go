@@ -81,3 +81,18 @@ func TestAllowedPriorities(t *testing.T) {
 		t.Errorf("create vip: %+v %v", vip, err)
 	}
 }
+
+// TestSeedAllowedPriorities: a config's allowed_priorities reach the store.
+func TestSeedAllowedPriorities(t *testing.T) {
+	cfg := strings.Replace(quotaConfig, "  - name: lab\n", "  - name: lab\n    allowed_priorities: [critical, normal]\n", 1)
+	h := newHarness(t, cfg, Options{})
+	lab := h.tenant("lab")
+	got, err := lab.Tenant(h.ctx, "lab")
+	if err != nil || !slices.Equal(got.AllowedPriorities, []string{"critical", "normal"}) {
+		t.Fatalf("lab: %+v %v", got, err)
+	}
+	w := api.WorkloadSpec{Name: "vm", GPUs: 8000, Priority: "critical", Flavors: []string{"H100-80G"}, Regions: []string{"eastus"}}
+	if _, err := lab.Submit(h.ctx, "lab", w); err != nil {
+		t.Fatalf("critical allowed by the config: %v", err)
+	}
+}

@@ -1,12 +1,17 @@
 package server
 
-import "github.com/arbiterhq/arbiter/internal/store"
+import (
+	"encoding/json"
+
+	"github.com/arbiterhq/arbiter/internal/store"
+)
 
 // deleteTenantHistory removes what a deleted tenant leaves behind once its
-// live work, reservations, partitions and children are gone: its ended
-// workloads (their specs, commands and env included) and its events, so
-// that a tenant created later under the same name sees none of it. Runs in
-// deleteTenant's transaction.
+// live work, reservations, partitions and children are gone, so that a
+// tenant created later under the same name sees none of it: its ended
+// workloads (their specs, commands and env included) are deleted, and its
+// events are disowned (see disownTenantEvents). Runs in deleteTenant's
+// transaction.
 func deleteTenantHistory(tx store.WriteTx, tenant string) error {
 	ws, err := store.List[store.Workload](tx, tenant+"/")
 	if err != nil {
@@ -17,15 +22,18 @@ func deleteTenantHistory(tx store.WriteTx, tenant string) error {
 			return err
 		}
 	}
-	return deleteTenantEvents(tx, tenant)
+	return disownTenantEvents(tx, tenant)
 }
 
-// deleteTenantEvents removes the events of a tenant: those with Tenant set
-// to it, which its tokens could read (admin-only events, Tenant "", stay as
-// the audit trail). It scans the whole log: tenant deletion is a rare admin
-// operation (a per-tenant event index would make this a prefix scan).
-func deleteTenantEvents(tx store.WriteTx, tenant string) error {
-	var keys []string
+// disownTenantEvents makes the events of a tenant (Tenant set to it, which
+// its tokens could read) admin-only: their Tenant field is cleared, so no
+// tenant token, a new tenant of the same name included, ever reads them,
+// while the admin keeps the audit trail (Object still names what they
+// were about). It scans the whole log: tenant deletion is a rare admin
+// operation (a per-tenant event index would make this a prefix scan, and
+// must drop the tenant's entries here).
+func disownTenantEvents(tx store.WriteTx, tenant string) error {
+	var owned []store.Event
 	var derr error
 	tx.ScanRaw(store.KindEvent, "", "", func(key string, data []byte) bool {
 		var e store.Event
@@ -33,18 +41,24 @@ func deleteTenantEvents(tx store.WriteTx, tenant string) error {
 			return false
 		}
 		if e.Tenant == tenant {
-			keys = append(keys, key)
+			owned = append(owned, e)
 		}
 		return true
 	})
 	if derr != nil {
 		return derr
 	}
-	if len(keys) > 0 {
+	if len(owned) > 0 {
 		tx.NextRevision(store.KindEvent) // one change of the event kind
 	}
-	for _, k := range keys {
-		if err := tx.DeleteRaw(store.KindEvent, k); err != nil {
+	for i := range owned {
+		e := &owned[i]
+		e.Tenant = ""
+		data, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := tx.PutRaw(store.KindEvent, e.Key(), data); err != nil {
 			return err
 		}
 	}

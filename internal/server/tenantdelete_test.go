@@ -9,7 +9,8 @@ import (
 
 // TestDeletedTenantLeavesNothing: a tenant's ended workloads (with
 // command.env) and events do not come back when a tenant of the same name
-// is created again; other tenants' history stays.
+// is created again; the admin keeps the events (admin-only), and other
+// tenants' history stays.
 func TestDeletedTenantLeavesNothing(t *testing.T) {
 	h := newHarness(t, testConfig, Options{})
 	ctx := h.ctx
@@ -56,6 +57,23 @@ func TestDeletedTenantLeavesNothing(t *testing.T) {
 		if strings.Contains(e.Object, "job") {
 			t.Errorf("the new temp sees the old tenant's event %+v", e)
 		}
+	}
+	// The admin keeps the audit trail, now admin-only.
+	aev, err := h.admin.Events(ctx, 0, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := false
+	for _, e := range aev.Items {
+		if e.Object == "workloads/temp/job" {
+			kept = true
+			if e.Tenant != "" {
+				t.Errorf("old event %+v still names the tenant", e)
+			}
+		}
+	}
+	if !kept {
+		t.Error("the admin lost the old tenant's workload events")
 	}
 	all, err := h.admin.Workloads(ctx, "", "")
 	if err != nil {

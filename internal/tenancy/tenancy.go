@@ -13,7 +13,13 @@
 //     by usage relative to guarantee × weight, higher priority first).
 //
 // Guarantees and lending are accounted at leaf tenants; limits at every
-// level. A key without region covers all regions.
+// level. A key without region covers all regions. What counts against
+// which entry — running work and reserved capacity — is defined once, in
+// charge.go, for the scheduler and the server's usage report alike.
+//
+// Each tenant also has the priority classes its workloads may use
+// (allowed_priorities; default every class but critical), capped by its
+// ancestors' explicit lists (Tenant.Allowed).
 //
 //	tree, err := tenancy.NewTree(specs) // every problem, with positions
 //	q := tree.Quota(i, "A100-80G", "eastus")
