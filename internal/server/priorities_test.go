@@ -96,3 +96,33 @@ func TestSeedAllowedPriorities(t *testing.T) {
 		t.Fatalf("critical allowed by the config: %v", err)
 	}
 }
+
+// FuzzPrioritiesIn: any list of names is accepted as known classes or
+// refused with 400 on allowed_priorities, never panics, and what is
+// accepted holds only known classes.
+func FuzzPrioritiesIn(f *testing.F) {
+	f.Add("critical,high")
+	f.Add("")
+	f.Add("normal,normal,spot")
+	f.Add("urgent")
+	f.Add(",,")
+	f.Fuzz(func(t *testing.T, csv string) {
+		names := strings.Split(csv, ",")
+		got, err := prioritiesIn(names, true)
+		if err != nil {
+			var ae *api.Error
+			if !asAPI(err, &ae) || ae.Status != 400 || ae.Field != "allowed_priorities" {
+				t.Fatalf("%q: %v", csv, err)
+			}
+			return
+		}
+		if len(got) == 0 || len(got) > 5 {
+			t.Fatalf("%q: accepted %v", csv, got)
+		}
+		for _, p := range got {
+			if p.String() == "" || strings.HasPrefix(p.String(), "Priority(") {
+				t.Fatalf("%q: unknown class %v accepted", csv, p)
+			}
+		}
+	})
+}
