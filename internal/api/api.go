@@ -22,6 +22,7 @@ const (
 	CodeMethod          = "MethodNotAllowed"     // 405
 	CodeConflict        = "Conflict"             // 409: exists, or changed meanwhile
 	CodeCapacity        = "InsufficientCapacity" // 409: a reservation cannot be met
+	CodeQuotaExceeded   = "QuotaExceeded"        // 409: a reservation would exceed a quota limit
 	CodeGone            = "Gone"                 // 410: events pruned
 	CodeTooLarge        = "PayloadTooLarge"      // 413
 	CodeMediaType       = "UnsupportedMediaType" // 415
@@ -156,9 +157,7 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 		CheckpointInterval: time.Duration(s.CheckpointInterval), GracePeriod: time.Duration(s.GracePeriod),
 		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
 	}
-	if out.Replicas == 0 {
-		out.Replicas = 1
-	}
+	out.Defaults(s.Priority != "")
 	for _, f := range s.Flavors {
 		out.Flavors = append(out.Flavors, fleet.ModelID(f))
 	}
@@ -167,7 +166,6 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 			add("kind", "%v", err)
 		}
 	}
-	out.Priority = workload.PriorityNormal
 	if s.Priority != "" {
 		p, err := workload.ParsePriority(s.Priority)
 		if err != nil {
@@ -265,12 +263,22 @@ type Quota struct {
 	Priority   int     `json:"priority,omitempty" yaml:"priority"`
 }
 
-// Tenant is a node of the tenant tree.
+// Tenant is a node of the tenant tree. AllowedPriorities are the priority
+// classes its workloads may ask for (names, e.g. ["high", "normal"]);
+// left out on create it is every class but critical, and GET always
+// shows the tenant's own list. An ancestor's explicit list caps its whole
+// subtree: a tenant may use what its list and every ancestor's list allow.
 type Tenant struct {
-	Name     string  `json:"name"`
-	Parent   string  `json:"parent,omitempty"`
-	Quotas   []Quota `json:"quotas,omitempty"`
-	Revision int64   `json:"revision,omitempty"`
+	Name              string   `json:"name"`
+	Parent            string   `json:"parent,omitempty"`
+	Quotas            []Quota  `json:"quotas,omitempty"`
+	AllowedPriorities []string `json:"allowed_priorities,omitempty"`
+	Revision          int64    `json:"revision,omitempty"`
+}
+
+// AllowedPriorities replaces a tenant's allowed priority classes.
+type AllowedPriorities struct {
+	AllowedPriorities []string `json:"allowed_priorities"`
 }
 
 // QuotaList replaces a tenant's quotas.
@@ -413,13 +421,17 @@ type Reservation struct {
 }
 
 // Usage is one quota family of a tenant in a region: its current value
-// and limit, in GPUs. Limit is nil when unlimited.
+// and limit, in GPUs. Limit is nil when unlimited. CurrentValue is what
+// counts against the limit: running work outside reservations plus
+// Reserved, the capacity of the active reservations charged to the entry
+// (the tenant's and its descendants'), whether or not work runs on them.
 type Usage struct {
 	Name         string   `json:"name"`
 	Tenant       string   `json:"tenant"`
 	Region       string   `json:"region"`
 	Flavor       string   `json:"flavor"`
 	CurrentValue float64  `json:"currentValue"`
+	Reserved     float64  `json:"reserved"`
 	Limit        *float64 `json:"limit"`
 	Guaranteed   float64  `json:"guaranteed"`
 	Unit         string   `json:"unit"`

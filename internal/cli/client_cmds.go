@@ -156,9 +156,9 @@ func newUsageCmd() *cobra.Command {
 				return err
 			}
 			return c.emit(out, us, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "Name\tCurrentValue\tLimit\tTenant\tRegion")
+				fmt.Fprintln(tw, "Name\tCurrentValue\tReserved\tLimit\tTenant\tRegion")
 				for _, u := range us {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Name, strconv.FormatFloat(u.CurrentValue, 'g', -1, 64), limitStr(u.Limit), u.Tenant, u.Region)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, strconv.FormatFloat(u.CurrentValue, 'g', -1, 64), strconv.FormatFloat(u.Reserved, 'g', -1, 64), limitStr(u.Limit), u.Tenant, u.Region)
 				}
 			})
 		}),
@@ -489,7 +489,7 @@ func newTenantCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "tenant", Aliases: []string{"tenants"}, Short: "Tenants, quotas and tokens (admin)", Args: cobra.NoArgs}
 	c.bind(cmd)
 	var parent string
-	var quotas []string
+	var quotas, allowed []string
 	create := &cobra.Command{
 		Use: "create NAME [--parent P] [--quota flavor=F,region=R,guaranteed=G,limit=L]...", Short: "Create a tenant", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
@@ -497,7 +497,7 @@ func newTenantCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t, err := cl.CreateTenant(ctx, api.Tenant{Name: args[0], Parent: parent, Quotas: qs})
+			t, err := cl.CreateTenant(ctx, api.Tenant{Name: args[0], Parent: parent, Quotas: qs, AllowedPriorities: allowed})
 			if err != nil {
 				return err
 			}
@@ -506,6 +506,19 @@ func newTenantCmd() *cobra.Command {
 	}
 	create.Flags().StringVar(&parent, "parent", "", "parent tenant")
 	create.Flags().StringArrayVar(&quotas, "quota", nil, "quota entry flavor=F,region=R,guaranteed=G,limit=L (repeatable)")
+	create.Flags().StringSliceVar(&allowed, "allowed-priorities", nil, "priority classes its workloads may use, e.g. critical,high,normal (default: all but critical)")
+	var setAllowed []string
+	setPrio := &cobra.Command{
+		Use: "set-priorities NAME --allowed-priorities C1,C2...", Short: "Replace the priority classes a tenant's workloads may use", Args: cobra.ExactArgs(1),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			t, err := cl.SetAllowedPriorities(ctx, args[0], setAllowed)
+			if err != nil {
+				return err
+			}
+			return c.emit(out, t, tenantTable([]api.Tenant{t}))
+		}),
+	}
+	setPrio.Flags().StringSliceVar(&setAllowed, "allowed-priorities", nil, "priority classes, e.g. critical,high,normal,low,spot")
 	var setQuotas []string
 	setQuota := &cobra.Command{
 		Use: "set-quota NAME --quota flavor=F,region=R,guaranteed=G,limit=L...", Short: "Replace a tenant's quotas", Args: cobra.ExactArgs(1),
@@ -569,7 +582,7 @@ func newTenantCmd() *cobra.Command {
 	}
 	tokCreate.Flags().StringVar(&tokName, "name", "default", "token name")
 	token.AddCommand(tokCreate)
-	cmd.AddCommand(create, setQuota, listCmd, show, del, token)
+	cmd.AddCommand(create, setQuota, setPrio, listCmd, show, del, token)
 	return cmd
 }
 

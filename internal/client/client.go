@@ -173,6 +173,12 @@ func (c *Client) SetQuotas(ctx context.Context, tenant string, qs []api.Quota) (
 	return out, c.Do(ctx, "PUT", tpath(tenant, "quotas"), api.QuotaList{Quotas: qs}, &out)
 }
 
+// SetAllowedPriorities replaces the priority classes a tenant may use (admin).
+func (c *Client) SetAllowedPriorities(ctx context.Context, tenant string, classes []string) (api.Tenant, error) {
+	var out api.Tenant
+	return out, c.Do(ctx, "PUT", tpath(tenant, "allowed-priorities"), api.AllowedPriorities{AllowedPriorities: classes}, &out)
+}
+
 // CreateToken creates a token for a tenant (admin); the secret is only
 // returned here.
 // UpdateNode drains, undrains or relabels a node (admin).

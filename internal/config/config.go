@@ -44,12 +44,27 @@ type Options struct {
 	OverflowBeforePreempt bool   `yaml:"overflow_before_preempt"`
 }
 
-// Workload is a workload as written, with its position.
+// Workload is a workload as written, with its position. Read its spec
+// with WorkloadSpec, which fills the defaults the API fills.
 type Workload struct {
-	Pos           yamlfile.Pos
+	Pos yamlfile.Pos
+	// Priority is the priority class as written, nil when left out (it
+	// shadows Spec.Priority, whose zero value, spot, cannot tell).
+	Priority      *workload.Priority `yaml:"priority"`
 	workload.Spec `yaml:",inline"`
 	SubmittedAt   time.Time            `yaml:"submitted_at"`
 	Running       *workload.Assignment `yaml:"running"`
+}
+
+// WorkloadSpec returns the spec as written with the defaults filled in
+// (workload.Spec.Defaults: priority normal, replicas 1, as through the API).
+func (w *Workload) WorkloadSpec() workload.Spec {
+	s := w.Spec
+	if w.Priority != nil {
+		s.Priority = *w.Priority
+	}
+	s.Defaults(w.Priority != nil)
+	return s
 }
 
 // Config is a loaded, validated config.
@@ -149,7 +164,9 @@ func Resolve(file string, f File) (*Config, error) {
 	// Workloads.
 	names := map[workload.ID]bool{}
 	var ws []*workload.Workload
-	for wi, w := range f.Workloads {
+	for wi := range f.Workloads {
+		w := f.Workloads[wi]
+		w.Spec = w.WorkloadSpec()
 		wf := fmt.Sprintf("workloads[%d]", wi)
 		for _, fe := range w.Spec.Validate() {
 			errs.Add(w.Pos, wf+"."+fe.Field, "%s", fe.Msg)
@@ -159,8 +176,10 @@ func Resolve(file string, f File) (*Config, error) {
 		}
 		names[w.Name] = true
 		if w.Tenant != "" {
-			if _, ok := tree.Lookup(w.Tenant); !ok {
+			if ti, ok := tree.Lookup(w.Tenant); !ok {
 				errs.Add(w.Pos, wf+".tenant", "unknown tenant %q", w.Tenant)
+			} else if err := tree.MayUse(ti, w.Spec.Priority); err != nil {
+				errs.Add(w.Pos, wf+".priority", "%v (see the tenant's allowed_priorities)", err)
 			}
 		}
 		maxGPUs := 0

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 func TestLoadExample(t *testing.T) {
@@ -163,5 +164,73 @@ func TestExamplesFollowTheNameRule(t *testing.T) {
 		if _, err := Parse(f, data); err != nil && strings.Contains(err.Error(), "invalid name") {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestWorkloadDefaultsAsTheAPI: a config workload that leaves out priority
+// and replicas gets the API's defaults (normal, 1), not spot and an error.
+func TestWorkloadDefaultsAsTheAPI(t *testing.T) {
+	src := `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 1}]
+tenants:
+  - name: a
+workloads:
+  - {name: plain, tenant: a, gpus: 1, flavors: [H100-80G], regions: [eastus]}
+  - {name: spot, tenant: a, gpus: 1, priority: spot, replicas: 2, flavors: [H100-80G], regions: [eastus]}
+`
+	c, err := Parse("d.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, spot := c.Workloads[0], c.Workloads[1]
+	if plain.Priority != workload.DefaultPriority || plain.Replicas != workload.DefaultReplicas {
+		t.Errorf("plain: priority %v, replicas %d; want %v, %d", plain.Priority, plain.Replicas, workload.DefaultPriority, workload.DefaultReplicas)
+	}
+	if spot.Priority != workload.PrioritySpot || spot.Replicas != 2 {
+		t.Errorf("spot written: priority %v, replicas %d", spot.Priority, spot.Replicas)
+	}
+}
+
+// TestAllowedPriorities: a config workload above its tenant's allowed
+// classes is reported with its position; a list of unknown classes too.
+func TestAllowedPriorities(t *testing.T) {
+	src := `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 1}]
+tenants:
+  - name: plain
+  - name: vip
+    allowed_priorities: [critical, normal]
+workloads:
+  - {name: w1, tenant: plain, priority: critical, gpus: 1, flavors: [H100-80G], regions: [eastus]}
+  - {name: w2, tenant: vip, priority: critical, gpus: 1, flavors: [H100-80G], regions: [eastus]}
+  - {name: w3, tenant: vip, priority: high, gpus: 1, flavors: [H100-80G], regions: [eastus]}
+`
+	_, err := Parse("p.yaml", []byte(src))
+	for _, want := range []string{
+		`p.yaml:14:5: workloads[0].priority: priority class not allowed: tenant "plain" may not use priority critical (allowed: high, normal, low, spot)`,
+		`p.yaml:16:5: workloads[2].priority: priority class not allowed: tenant "vip" may not use priority high (allowed: critical, normal)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "workloads[1]") {
+		t.Errorf("vip may use critical: %v", err)
+	}
+	_, err = Parse("p.yaml", []byte(strings.Replace(src, "[critical, normal]", "[critical, urgent]", 1)))
+	if want := `p.yaml:12:36: tenants[1].allowed_priorities[1]: unknown priority class "urgent"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error lacks %q:\n%v", want, err)
 	}
 }

@@ -34,10 +34,9 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	if s.scorer, err = newScorer(in); err != nil {
 		conflicts = append(conflicts, err.Error())
 	}
-	s.usage = make([][]resource.MilliGPU, len(s.tree.Tenants))
-	for t, ten := range s.tree.Tenants {
-		s.usage[t] = make([]resource.MilliGPU, len(ten.Quotas))
-	}
+	s.usage = tenancy.NewLedger(s.tree)
+	s.reserved = tenancy.NewLedger(s.tree)
+	s.tree.ChargeReservations(s.reserved, in.Reservations, f.Catalog, in.Now)
 	// Running workloads take their GPUs and count against quota.
 	nrun, nrep := 0, 0
 	for _, w := range in.Workloads {

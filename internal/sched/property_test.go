@@ -320,12 +320,36 @@ func usageAfter(in Input, p Plan) map[[2]int]resource.MilliGPU {
 	return u
 }
 
+// reservedNow sums, per (tenant, quota entry), the capacity of the active
+// reservations charged to it: the owner's path, model and region of the SKU.
+func reservedNow(in Input) map[[2]int]resource.MilliGPU {
+	u := map[[2]int]resource.MilliGPU{}
+	for _, r := range in.Reservations {
+		sku, ok := in.Fleet.Catalog.SKU(r.SKU)
+		t, known := in.Tenants.Lookup(r.Owner)
+		if !ok || !known || !r.Active(in.Now) {
+			continue
+		}
+		for _, a := range in.Tenants.Path(t) {
+			for j, q := range in.Tenants.Tenants[a].Quotas {
+				if q.Key.Model == sku.Model && (q.Key.Region == "" || q.Key.Region == r.Region) {
+					u[[2]int{a, j}] += resource.GPUs(sku.GPUs * r.Count)
+				}
+			}
+		}
+	}
+	return u
+}
+
+// propLimits: no placement takes a quota entry above its limit, counting
+// reserved capacity (which counts whether or not work runs on it).
 func propLimits(in Input, p Plan) error {
 	before := usageAfter(in, Plan{})
+	reserved := reservedNow(in)
 	for k, used := range usageAfter(in, p) {
 		q := in.Tenants.Tenants[k[0]].Quotas[k[1]]
-		if used > q.Limit && used > before[k] {
-			return fmt.Errorf("tenant %s uses %v of %s, limit %v", in.Tenants.Tenants[k[0]].Name, used, q.Key, q.Limit)
+		if used.Add(reserved[k]) > q.Limit && used > before[k] {
+			return fmt.Errorf("tenant %s uses %v (+%v reserved) of %s, limit %v", in.Tenants.Tenants[k[0]].Name, used, reserved[k], q.Key, q.Limit)
 		}
 	}
 	return nil
@@ -387,6 +411,7 @@ func propReclaim(in Input, p Plan) error {
 	within := withinGuarantee(in)
 	after := Apply(in.Workloads, p, in.Now)
 	usage := usageAfter(in, p)
+	held := reservedNow(in) // counts toward limits
 	down := map[fleet.NodeID]bool{}
 	for _, d := range in.Down {
 		down[d] = true
@@ -414,7 +439,7 @@ func propReclaim(in Input, p Plan) error {
 		limited := false
 		for _, a := range in.Tenants.Path(t) {
 			for j, qq := range in.Tenants.Tenants[a].Quotas {
-				if qq.Key.Model == m && (qq.Key.Region == "" || qq.Key.Region == r) && usage[[2]int{a, j}]+w.TotalGPUs() > qq.Limit {
+				if qq.Key.Model == m && (qq.Key.Region == "" || qq.Key.Region == r) && usage[[2]int{a, j}]+held[[2]int{a, j}]+w.TotalGPUs() > qq.Limit {
 					limited = true
 				}
 			}

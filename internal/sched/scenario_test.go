@@ -107,10 +107,11 @@ func (h *harness) run(t *testing.T, st step) string {
 			return "error: " + err.Error()
 		}
 		for _, w := range ws {
-			if errs := w.Spec.Validate(); len(errs) > 0 {
+			spec := w.WorkloadSpec()
+			if errs := spec.Validate(); len(errs) > 0 {
 				return fmt.Sprintf("error: %s: %s", errs[0].Field, errs[0].Msg)
 			}
-			h.ws = append(h.ws, &workload.Workload{Spec: w.Spec, SubmittedAt: h.now})
+			h.ws = append(h.ws, &workload.Workload{Spec: spec, SubmittedAt: h.now})
 		}
 		return "ok"
 	case "schedule":

@@ -277,7 +277,7 @@ type claim struct {
 	tenant  int
 	cand    candidate
 	key     tenancy.Key
-	entries []usageRef
+	entries []tenancy.Ref
 	total   resource.MilliGPU
 	// perGPU is the milli each replica takes on each of its GPUs; count is
 	// the GPUs per replica.
@@ -615,14 +615,19 @@ func (s *snapshot) reservedGPUs(r *tenancy.Reservation) int {
 // borrower only into capacity that no one else's guarantee protects.
 func (s *snapshot) admit(cl *claim) (reason, bool) {
 	for _, ref := range cl.entries {
-		q := s.tree.Tenants[ref.tenant].Quotas[ref.entry]
-		used := s.usage[ref.tenant][ref.entry]
+		q := s.tree.Tenants[ref.Tenant].Quotas[ref.Entry]
+		reserved := s.reserved.At(ref)
+		used := s.usage.At(ref).Add(reserved)
 		if used.Add(cl.total) > q.Limit {
 			if s.terse {
 				return reason{code: ReasonQuotaLimit}, false
 			}
-			return reason{ReasonQuotaLimit, fmt.Sprintf("tenant %s at limit %v/%v %s in %s (asks %v)",
-				s.tree.Tenants[ref.tenant].Name, used, q.Limit, cl.cand.model, regionOf(q.Key, cl.cand.region), cl.total)}, false
+			msg := fmt.Sprintf("tenant %s at limit %v/%v %s in %s (asks %v)",
+				s.tree.Tenants[ref.Tenant].Name, used, q.Limit, cl.cand.model, regionOf(q.Key, cl.cand.region), cl.total)
+			if reserved > 0 {
+				msg += fmt.Sprintf("; %v of it reserved", reserved)
+			}
+			return reason{ReasonQuotaLimit, msg}, false
 		}
 	}
 	q, idx, ok := s.tree.Entry(cl.tenant, cl.cand.model, cl.cand.region)

@@ -103,15 +103,13 @@ type nodeState struct {
 type runState struct {
 	w        *workload.Workload
 	tenant   int
-	key      tenancy.Key // model and region it runs in
-	entries  []usageRef  // quota entries it counts against
-	borrows  bool        // beyond its tenant's guarantee (reclaimable)
+	key      tenancy.Key   // model and region it runs in
+	entries  []tenancy.Ref // quota entries it counts against
+	borrows  bool          // beyond its tenant's guarantee (reclaimable)
 	evicted  bool
 	workLost float64 // -1 until computed; use snapshot.lost
 	nodes    []int   // distinct node indices it touches
 }
-
-type usageRef struct{ tenant, entry int }
 
 // snapshot is the mutable copy of the world one cycle works on.
 type snapshot struct {
@@ -124,8 +122,12 @@ type snapshot struct {
 	blocks      map[fleet.BlockID][]int // node indices per block
 	blockOrder  []fleet.BlockID
 
-	tree     *tenancy.Tree
-	usage    [][]resource.MilliGPU // usage[tenant][entry]
+	tree  *tenancy.Tree
+	usage tenancy.Ledger // usage[tenant][entry]: running work, outside reservations
+	// reserved is, per quota entry, the capacity of active reservations
+	// charged to it (tenancy.ChargeReservations); it counts toward limits
+	// only and does not change during a cycle.
+	reserved tenancy.Ledger
 	run      []runState
 	replicas [][]replicaAt                     // per run, its replicas
 	free     map[tenancy.Key]resource.MilliGPU // free milli in shared and partition pools
@@ -184,41 +186,25 @@ type snapshot struct {
 
 type refEntry struct {
 	key  tenancy.Key
-	refs []usageRef
+	refs []tenancy.Ref
 }
 
-// entriesFor returns the quota entries charged when tenant t uses model m in
-// region r: every entry on the path from t to the root whose model is m and
-// whose region is r or all regions.
-func (s *snapshot) entriesFor(t int, k tenancy.Key) []usageRef {
+// entriesFor returns the quota entries charged when tenant t uses k
+// (tenancy.Tree.Charged, cached per tenant).
+func (s *snapshot) entriesFor(t int, k tenancy.Key) []tenancy.Ref {
 	for _, c := range s.refCache[t] {
 		if c.key == k {
 			return c.refs
 		}
 	}
-	var out []usageRef
-	for _, a := range s.tree.Path(t) {
-		for j, q := range s.tree.Tenants[a].Quotas {
-			if q.Key.Model == k.Model && (q.Key.Region == "" || q.Key.Region == k.Region) {
-				out = append(out, usageRef{a, j})
-			}
-		}
-	}
+	out := s.tree.Charged(t, k)
 	s.refCache[t] = append(s.refCache[t], refEntry{k, out})
 	return out
 }
 
-func (s *snapshot) charge(refs []usageRef, amt resource.MilliGPU) {
-	for _, r := range refs {
-		s.usage[r.tenant][r.entry] = s.usage[r.tenant][r.entry].Add(amt)
-	}
-}
+func (s *snapshot) charge(refs []tenancy.Ref, amt resource.MilliGPU) { s.usage.Add(refs, amt) }
 
-func (s *snapshot) refund(refs []usageRef, amt resource.MilliGPU) {
-	for _, r := range refs {
-		s.usage[r.tenant][r.entry] = s.usage[r.tenant][r.entry].Sub(amt)
-	}
-}
+func (s *snapshot) refund(refs []tenancy.Ref, amt resource.MilliGPU) { s.usage.Sub(refs, amt) }
 
 // reindex moves node i to the right bucket after its free GPUs changed.
 func (s *snapshot) reindex(i int, oldWhole, oldPartial int) {
@@ -249,7 +235,7 @@ type change struct {
 	delta int32
 	cpu   resource.MilliCPU
 	mem   resource.MiB
-	refs  []usageRef
+	refs  []tenancy.Ref
 	amt   resource.MilliGPU
 	run   int
 }
@@ -275,12 +261,12 @@ func (s *snapshot) give(i int, gpus []int, milli int32, cpu resource.MilliCPU, m
 	s.journal = append(s.journal, change{op: opGive, node: i, gpus: gpus, delta: milli, cpu: cpu, mem: mem})
 }
 
-func (s *snapshot) chargeJ(refs []usageRef, amt resource.MilliGPU) {
+func (s *snapshot) chargeJ(refs []tenancy.Ref, amt resource.MilliGPU) {
 	s.charge(refs, amt)
 	s.journal = append(s.journal, change{op: opCharge, refs: refs, amt: amt})
 }
 
-func (s *snapshot) refundJ(refs []usageRef, amt resource.MilliGPU) {
+func (s *snapshot) refundJ(refs []tenancy.Ref, amt resource.MilliGPU) {
 	s.refund(refs, amt)
 	s.journal = append(s.journal, change{op: opRefund, refs: refs, amt: amt})
 }

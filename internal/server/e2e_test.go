@@ -224,7 +224,8 @@ func TestEndToEnd(t *testing.T) {
 	mustCLI(t, p, adminToken, "tenant", "create", "contoso", "--parent", "customers",
 		"--quota", "flavor=A100-80G,region=eastus,limit=8",
 		"--quota", "flavor=A100-80G,region=westus2,limit=16",
-		"--quota", "flavor=H100-80G,region=eastus,limit=16")
+		"--quota", "flavor=H100-80G,region=eastus,limit=16",
+		"--allowed-priorities", "critical,high,normal,low,spot")
 	mustCLI(t, p, adminToken, "tenant", "create", "training", "--quota", "flavor=A100-80G,region=eastus,guaranteed=32,limit=32")
 	mustCLI(t, p, adminToken, "tenant", "create", "research", "--quota", "flavor=A100-80G,region=eastus,limit=32")
 	tok := map[string]string{}
@@ -332,20 +333,21 @@ func TestEndToEnd(t *testing.T) {
 	if why.Code != "QuotaLimit" || !strings.Contains(why.Reason, "at limit 8/8") {
 		t.Fatalf("why vm-c: %+v", why)
 	}
-	// The usage table tells the truth: 8 of 8 A100 in eastus, and the VM
-	// on its reservation does not count against the H100 quota.
+	// The usage table tells the truth: 8 of 8 A100 in eastus, and the
+	// reservation's 8 H100 count against the H100 quota (the VM on it does
+	// not count again).
 	out = mustCLI(t, p, tok["contoso"], "usage", "list", "--region", "eastus")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if !strings.HasPrefix(lines[0], "Name") || !strings.Contains(lines[0], "CurrentValue") || !strings.Contains(lines[0], "Limit") {
+	if !strings.HasPrefix(lines[0], "Name") || !strings.Contains(lines[0], "CurrentValue") || !strings.Contains(lines[0], "Reserved") || !strings.Contains(lines[0], "Limit") {
 		t.Fatalf("usage header: %q", lines[0])
 	}
 	var usage []api.Usage
 	cliJSON(t, p, tok["contoso"], &usage, "usage", "list", "--region", "eastus")
 	got := map[string]string{}
 	for _, u := range usage {
-		got[u.Flavor] = fmt.Sprintf("%g/%g", u.CurrentValue, *u.Limit)
+		got[u.Flavor] = fmt.Sprintf("%g/%g reserved %g", u.CurrentValue, *u.Limit, u.Reserved)
 	}
-	if got["A100-80G"] != "8/8" || got["H100-80G"] != "0/16" || len(got) != 2 {
+	if got["A100-80G"] != "8/8 reserved 0" || got["H100-80G"] != "8/16 reserved 8" || len(got) != 2 {
 		t.Fatalf("usage eastus: %v\n%s", got, out)
 	}
 

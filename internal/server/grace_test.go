@@ -18,6 +18,9 @@ import (
 func TestGraceCapped(t *testing.T) {
 	f := newAgentFleet(t, Options{MaxGrace: time.Minute, MaxGraceClass: map[workload.Priority]time.Duration{workload.PrioritySpot: 10 * time.Second, workload.PriorityCritical: time.Hour}})
 	tenant := f.tenant("contoso")
+	if _, err := f.admin.SetAllowedPriorities(f.ctx, "contoso", []string{"critical", "normal", "spot"}); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		prio  string
 		grace time.Duration

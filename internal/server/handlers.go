@@ -28,6 +28,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/tenants/{tenant}", s.getTenant},
 		{"DELETE /v1/tenants/{tenant}", s.deleteTenant},
 		{"PUT /v1/tenants/{tenant}/quotas", s.setQuotas},
+		{"PUT /v1/tenants/{tenant}/allowed-priorities", s.setAllowedPriorities},
 		{"POST /v1/tenants/{tenant}/tokens", s.createToken},
 		{"GET /v1/tenants/{tenant}/usage", s.tenantUsage},
 		{"GET /v1/usage", s.allUsage},
@@ -272,7 +273,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 // ---- tenants ----
 
 func tenantOut(t *store.Tenant) api.Tenant {
-	o := api.Tenant{Name: t.Name, Parent: t.Parent, Revision: t.Meta.Revision}
+	o := api.Tenant{Name: t.Name, Parent: t.Parent, Revision: t.Meta.Revision, AllowedPriorities: tenancy.AllowedSet(t.AllowedPriorities).Names()}
 	for _, q := range t.Quotas {
 		aq := api.Quota{Flavor: string(q.Flavor), Region: q.Region, Guaranteed: api.GPUs(q.Guaranteed), Weight: q.Weight, Priority: q.Priority}
 		if q.Limit != nil {
@@ -383,7 +384,11 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t := &store.Tenant{Name: req.Name, Parent: req.Parent, Quotas: qs}
+	allowed, err := prioritiesIn(req.AllowedPriorities, req.AllowedPriorities != nil)
+	if err != nil {
+		return err
+	}
+	t := &store.Tenant{Name: req.Name, Parent: req.Parent, Quotas: qs, AllowedPriorities: allowed}
 	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		if req.Parent != "" {
 			if _, ok := tx.GetRaw(store.KindTenant, req.Parent); !ok {
@@ -479,6 +484,9 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 				return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q owns partition %q; delete it first", name, p.Name)
 			}
 		}
+		if err := deleteTenantHistory(tx, name); err != nil {
+			return err
+		}
 		if err := revokeTokensOf(tx, name, ""); err != nil {
 			return err
 		}
@@ -502,58 +510,6 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) error {
 
 // ---- usage ----
 
-// usage computes each quota entry's current value for the tenants asked.
-// A running workload counts, at every tenant on its path, against the
-// entry the scheduler charges (region-specific first, else all-regions);
-// work on its own reservation does not count.
-func usage(wd *world, tenants []string, region string) []api.Usage {
-	tree := wd.Tree
-	used := make([][]resource.MilliGPU, len(tree.Tenants))
-	for i, t := range tree.Tenants {
-		used[i] = make([]resource.MilliGPU, len(t.Quotas))
-	}
-	for _, x := range wd.Workloads {
-		if x.Running == nil || x.Running.OnReservation {
-			continue
-		}
-		ti, ok := tree.Lookup(x.Tenant)
-		if !ok {
-			continue
-		}
-		for _, t := range tree.Path(ti) {
-			if _, idx, ok := tree.Entry(t, x.Running.Flavor, x.Running.Region); ok {
-				used[t][idx] = used[t][idx].Add(x.Spec.TotalGPUs())
-			}
-		}
-	}
-	out := []api.Usage{}
-	for _, name := range tenants {
-		ti, ok := tree.Lookup(name)
-		if !ok {
-			continue
-		}
-		for qi, q := range tree.Tenants[ti].Quotas {
-			if region != "" && q.Key.Region != "" && q.Key.Region != region {
-				continue
-			}
-			u := api.Usage{
-				Name: string(q.Key.Model) + " GPUs", Tenant: name, Region: q.Key.Region, Flavor: string(q.Key.Model),
-				CurrentValue: gpus(used[ti][qi]), Guaranteed: gpus(q.Guaranteed), Unit: "GPUs",
-			}
-			if u.Region == "" {
-				u.Region = "*"
-				u.Name += " (all regions)"
-			}
-			if q.Limit != tenancy.Unlimited {
-				l := gpus(q.Limit)
-				u.Limit = &l
-			}
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
 func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request) error {
 	name, err := s.scope(r)
 	if err != nil {
@@ -566,7 +522,7 @@ func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := wd.Tree.Lookup(name); !ok {
 		return notFound("tenant", name)
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, []string{name}, r.URL.Query().Get("region"))})
+	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, []string{name}, r.URL.Query().Get("region"), s.now())})
 	return nil
 }
 
@@ -589,7 +545,7 @@ func (s *Server) allUsage(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		names = []string{p.tenant}
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, names, r.URL.Query().Get("region"))})
+	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, names, r.URL.Query().Get("region"), s.now())})
 	return nil
 }
 

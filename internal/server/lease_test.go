@@ -44,8 +44,11 @@ func TestNodeLeaseWaitsForGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Both nodes last heard from at the same instant, so that the cases
+	// below do not depend on how far apart their heartbeats were.
 	h.s.agents.mu.Lock()
 	seen := h.s.agents.lastSeen["n1"]
+	h.s.agents.lastSeen["n2"] = seen
 	h.s.agents.mu.Unlock()
 	for _, c := range []struct {
 		after time.Duration

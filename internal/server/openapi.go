@@ -34,6 +34,7 @@ var docs = map[string]routeDoc{
 	"GET /v1/tenants/{tenant}":                          {summary: "Show a tenant", resp: api.Tenant{}},
 	"DELETE /v1/tenants/{tenant}":                       {summary: "Delete a tenant without workloads, reservations, partitions or children", admin: true},
 	"PUT /v1/tenants/{tenant}/quotas":                   {summary: "Replace a tenant's quotas", admin: true, req: api.QuotaList{}, resp: api.Tenant{}},
+	"PUT /v1/tenants/{tenant}/allowed-priorities":       {summary: "Replace the priority classes a tenant's workloads may use (default: all but critical)", admin: true, req: api.AllowedPriorities{}, resp: api.Tenant{}},
 	"POST /v1/tenants/{tenant}/tokens":                  {summary: "Create a tenant token (the secret is returned once)", admin: true, req: api.TokenRequest{}, resp: api.Token{}, status: 201},
 	"GET /v1/tenants/{tenant}/usage":                    {summary: "Quota usage of a tenant: each quota family's current value and limit", resp: api.List[api.Usage]{}, query: []string{"region"}},
 	"GET /v1/usage":                                     {summary: "Quota usage of every tenant the token sees", resp: api.List[api.Usage]{}, query: []string{"region", "tenant"}},

@@ -94,7 +94,8 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 }
 
 // createReservation binds the whole capacity or nothing (409
-// InsufficientCapacity, naming what is available).
+// InsufficientCapacity, naming what is available), within the owner's
+// quota limits (409 QuotaExceeded, see admitReservation).
 func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error {
 	tenant, err := s.scope(r)
 	if err != nil {
@@ -135,12 +136,14 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		if !wd.Fleet.HasRegion(req.Region) {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, "region", "region %q is not in the fleet (see GET /v1/regions)", req.Region)
 		}
-		tr := tenancy.Reservation{Name: req.Name, Owner: tenant, Region: req.Region, Zone: req.Zone, SKU: fleet.SKUName(req.SKU), Count: req.Capacity}
-		ids, err := tenancy.Bind(&tr, wd.Fleet, wd.nodeUse(tenant, ""))
-		if err != nil {
+		res = &store.Reservation{Tenant: tenant, Name: req.Name, Region: req.Region, Zone: req.Zone, SKU: fleet.SKUName(req.SKU), Count: req.Capacity, Start: req.Start, End: req.End}
+		tr := tenancy.Reservation{Name: req.Name, Owner: tenant, Region: req.Region, Zone: req.Zone, SKU: res.SKU, Count: req.Capacity}
+		if res.Nodes, err = tenancy.Bind(&tr, wd.Fleet, wd.nodeUse(tenant, "")); err != nil {
 			return err
 		}
-		res = &store.Reservation{Tenant: tenant, Name: req.Name, Region: req.Region, Zone: req.Zone, SKU: tr.SKU, Count: req.Capacity, Start: req.Start, End: req.End, Nodes: ids}
+		if err := admitReservation(wd, res); err != nil {
+			return err
+		}
 		if err := store.Put(tx, res, store.MustNotExist); err != nil {
 			return err
 		}
@@ -198,6 +201,11 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 			extra := tenancy.Reservation{Name: name, Owner: tenant, Region: res.Region, Zone: res.Zone, SKU: res.SKU, Count: req.Capacity - res.Count}
 			ids, err := tenancy.Bind(&extra, wd.Fleet, wd.nodeUse(tenant, ""))
 			if err != nil {
+				return err
+			}
+			grown := *res
+			grown.Count = req.Capacity
+			if err := admitReservation(wd, &grown); err != nil {
 				return err
 			}
 			res.Nodes = append(res.Nodes, ids...)

@@ -383,7 +383,7 @@ func Seed(ctx context.Context, st store.Store, c *config.Config, now time.Time) 
 			}
 		}
 		for _, t := range c.File.Tenants {
-			o := &store.Tenant{Name: t.Name, Parent: t.Parent}
+			o := &store.Tenant{Name: t.Name, Parent: t.Parent, AllowedPriorities: t.AllowedPriorities}
 			for _, q := range t.Quota {
 				o.Quotas = append(o.Quotas, store.Quota{Flavor: q.Flavor, Region: q.Region, Guaranteed: q.Guaranteed, Limit: q.Limit, Lendable: q.Lendable, Weight: q.Weight, Priority: q.Priority})
 			}

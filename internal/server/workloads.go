@@ -115,7 +115,7 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	// the object handed to the live cache equals the stored one.
 	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now().UTC().Round(0), Command: commandIn(req.Command)}
 	err = s.st.Batch(r.Context(), func(tx store.WriteTx) error {
-		if err := tenantExists(tx, tenant); err != nil {
+		if err := checkSubmitPriority(tx, tenant, spec.Priority); err != nil {
 			return err
 		}
 		if spec.Reservation != "" {

@@ -135,7 +135,7 @@ func buildTree(ts []*store.Tenant) (*tenancy.Tree, error) {
 }
 
 func tenantSpec(t *store.Tenant) tenancy.TenantSpec {
-	s := tenancy.TenantSpec{Name: t.Name, Parent: t.Parent}
+	s := tenancy.TenantSpec{Name: t.Name, Parent: t.Parent, AllowedPriorities: t.AllowedPriorities}
 	for _, q := range t.Quotas {
 		s.Quota = append(s.Quota, tenancy.QuotaSpec{
 			Flavor: q.Flavor, Region: q.Region, Guaranteed: q.Guaranteed,
@@ -150,12 +150,7 @@ func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
 	in := sched.Input{
 		Now: now, Seed: uint64(w.Revision), Fleet: w.Fleet, Tenants: tree, Down: w.Down,
 	}
-	for _, r := range w.Reservations {
-		in.Reservations = append(in.Reservations, tenancy.Reservation{
-			Name: r.Key(), Owner: r.Tenant, Region: r.Region, Zone: r.Zone, SKU: r.SKU,
-			Count: r.Count, Start: r.Start, End: r.End, Nodes: r.Nodes,
-		})
-	}
+	in.Reservations = w.reservations()
 	for _, p := range w.Partitions {
 		in.Partitions = append(in.Partitions, tenancy.Partition{Name: p.Name, Tenant: p.Tenant, Blocks: p.Blocks, Nodes: p.Nodes})
 	}
@@ -167,6 +162,24 @@ func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
 		in.Workloads = append(in.Workloads, schedWorkload(x))
 	}
 	return in
+}
+
+// reservations are the stored reservations in the scheduler's model,
+// named by key.
+func (w *world) reservations() []tenancy.Reservation {
+	var out []tenancy.Reservation
+	for _, r := range w.Reservations {
+		out = append(out, reservationModel(r))
+	}
+	return out
+}
+
+// reservationModel is one stored reservation in the scheduler's model.
+func reservationModel(r *store.Reservation) tenancy.Reservation {
+	return tenancy.Reservation{
+		Name: r.Key(), Owner: r.Tenant, Region: r.Region, Zone: r.Zone, SKU: r.SKU,
+		Count: r.Count, Start: r.Start, End: r.End, Nodes: r.Nodes,
+	}
 }
 
 // schedWorkload is the scheduler's view of a stored workload.

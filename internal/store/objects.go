@@ -14,6 +14,9 @@ type Tenant struct {
 	Name   string  `json:"name"`
 	Parent string  `json:"parent,omitempty"`
 	Quotas []Quota `json:"quotas,omitempty"`
+	// AllowedPriorities are the priority classes the tenant may submit;
+	// nil: the default (see tenancy.AllowedSet).
+	AllowedPriorities []workload.Priority `json:"allowed_priorities,omitempty"`
 }
 
 // Quota is one flavor entry of a tenant (see tenancy.QuotaSpec).

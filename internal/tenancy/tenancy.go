@@ -13,18 +13,26 @@
 //     by usage relative to guarantee × weight, higher priority first).
 //
 // Guarantees and lending are accounted at leaf tenants; limits at every
-// level. A key without region covers all regions.
+// level. A key without region covers all regions. What counts against
+// which entry — running work and reserved capacity — is defined once, in
+// charge.go, for the scheduler and the server's usage report alike.
+//
+// Each tenant also has the priority classes its workloads may use
+// (allowed_priorities; default every class but critical), capped by its
+// ancestors' explicit lists (Tenant.Allowed).
 //
 //	tree, err := tenancy.NewTree(specs) // every problem, with positions
 //	q := tree.Quota(i, "A100-80G", "eastus")
 package tenancy
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/workload"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
 
@@ -46,6 +54,10 @@ type TenantSpec struct {
 	Name   string      `yaml:"name"`
 	Parent string      `yaml:"parent"`
 	Quota  []QuotaSpec `yaml:"quota"`
+	// AllowedPriorities are the priority classes the tenant's workloads may
+	// ask for; nil means workload.DefaultAllowed (every class but
+	// critical). See Tenant.Allowed for inheritance.
+	AllowedPriorities []workload.Priority `yaml:"allowed_priorities"`
 }
 
 // Key identifies a flavor scope: a GPU model in one region, or in all
@@ -83,6 +95,48 @@ type Tenant struct {
 	Depth  int
 	Quotas []Quota
 	Leaf   bool
+	// Allowed is the set of priority classes the tenant may submit: its
+	// own list (or the default when it has none, see AllowedSet)
+	// intersected with every ancestor's explicit list (NarrowedBy), so that
+	// an organisation caps its whole subtree while a tenant that says
+	// nothing gets the default.
+	Allowed workload.PrioritySet
+}
+
+// AllowedSet is the set a tenant's own list allows: the list, or
+// workload.DefaultAllowed when it is nil.
+func AllowedSet(list []workload.Priority) workload.PrioritySet {
+	if list == nil {
+		return workload.DefaultAllowed
+	}
+	return workload.SetOf(list...)
+}
+
+// NarrowedBy is what an ancestor's list leaves its descendants: the list,
+// or every class when it has none.
+func NarrowedBy(list []workload.Priority) workload.PrioritySet {
+	if list == nil {
+		return workload.AllPriorities
+	}
+	return workload.SetOf(list...)
+}
+
+// ErrPriorityNotAllowed is returned (wrapped) for a workload whose
+// priority class its tenant may not use.
+var ErrPriorityNotAllowed = errors.New("priority class not allowed")
+
+// CheckPriority returns an error wrapping ErrPriorityNotAllowed when
+// allowed lacks p, naming the tenant and what it may use.
+func CheckPriority(tenant string, allowed workload.PrioritySet, p workload.Priority) error {
+	if allowed.Has(p) {
+		return nil
+	}
+	return fmt.Errorf("%w: tenant %q may not use priority %s (allowed: %v)", ErrPriorityNotAllowed, tenant, p, allowed)
+}
+
+// MayUse checks tenant i's effective set (Tenant.Allowed).
+func (t *Tree) MayUse(i int, p workload.Priority) error {
+	return CheckPriority(t.Tenants[i].Name, t.Tenants[i].Allowed, p)
 }
 
 // Tree is the tenant tree. Index order is the config order, parents
@@ -96,6 +150,7 @@ type Tree struct {
 func NewTree(specs []TenantSpec) (*Tree, error) {
 	var errs yamlfile.Errors
 	t := &Tree{byName: map[string]int{}}
+	var own [][]workload.Priority // per tenant, its own list
 	for i, s := range specs {
 		f := fmt.Sprintf("tenants[%d]", i)
 		if s.Name == "" {
@@ -108,6 +163,7 @@ func NewTree(specs []TenantSpec) (*Tree, error) {
 		}
 		t.byName[s.Name] = len(t.Tenants)
 		t.Tenants = append(t.Tenants, &Tenant{Name: s.Name, Index: len(t.Tenants), Parent: -1, Leaf: true})
+		own = append(own, s.AllowedPriorities)
 	}
 	for i, s := range specs {
 		f := fmt.Sprintf("tenants[%d]", i)
@@ -124,6 +180,9 @@ func NewTree(specs []TenantSpec) (*Tree, error) {
 				ten.Parent = p
 				t.Tenants[p].Leaf = false
 			}
+		}
+		if s.AllowedPriorities != nil && len(s.AllowedPriorities) == 0 {
+			errs.Add(s.Pos, f+".allowed_priorities", "list at least one priority class (leave the field out for the default: %v)", workload.DefaultAllowed)
 		}
 		seen := map[Key]bool{}
 		for j, q := range s.Quota {
@@ -171,6 +230,13 @@ func NewTree(specs []TenantSpec) (*Tree, error) {
 			p = t.Tenants[p].Parent
 		}
 		ten.Depth = d
+	}
+	// Allowed priority classes, narrowed along the path.
+	for _, ten := range t.Tenants {
+		ten.Allowed = AllowedSet(own[ten.Index])
+		for _, a := range t.Path(ten.Index)[1:] {
+			ten.Allowed &= NarrowedBy(own[a])
+		}
 	}
 	if err := errs.Err(); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 func TestTree(t *testing.T) {
@@ -60,5 +61,48 @@ func TestBindAllOrNothing(t *testing.T) {
 	r.Count = 3
 	if _, err := Bind(r, f, use); !errors.Is(err, ErrInsufficientCapacity) {
 		t.Fatalf("Bind of 3 = %v, want ErrInsufficientCapacity", err)
+	}
+}
+
+func TestAllowedPrioritiesNarrowDownThePath(t *testing.T) {
+	all := []workload.Priority{workload.PriorityCritical, workload.PriorityHigh, workload.PriorityNormal, workload.PriorityLow, workload.PrioritySpot}
+	tree, err := NewTree([]TenantSpec{
+		{Name: "kid", Parent: "org", AllowedPriorities: all}, // asks for more than its parent has
+		{Name: "org", AllowedPriorities: []workload.Priority{workload.PriorityCritical, workload.PriorityNormal}},
+		{Name: "plain"},
+		{Name: "vip", AllowedPriorities: all},
+		{Name: "vip-kid", Parent: "plain", AllowedPriorities: all}, // plain has no list: no cap
+		{Name: "plain-kid", Parent: "org"},                         // the default, capped by org
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		tenant string
+		want   workload.PrioritySet
+	}{
+		{"org", workload.SetOf(workload.PriorityCritical, workload.PriorityNormal)},
+		{"kid", workload.SetOf(workload.PriorityCritical, workload.PriorityNormal)},
+		{"plain", workload.DefaultAllowed},
+		{"vip", workload.AllPriorities},
+		{"vip-kid", workload.AllPriorities},
+		{"plain-kid", workload.SetOf(workload.PriorityNormal)},
+	}
+	for _, tc := range tests {
+		i, _ := tree.Lookup(tc.tenant)
+		if got := tree.Tenants[i].Allowed; got != tc.want {
+			t.Errorf("%s: allowed %v, want %v", tc.tenant, got, tc.want)
+		}
+	}
+	plain, _ := tree.Lookup("plain")
+	err = tree.MayUse(plain, workload.PriorityCritical)
+	if !errors.Is(err, ErrPriorityNotAllowed) || !strings.Contains(err.Error(), "allowed: high, normal, low, spot") {
+		t.Errorf("plain submitting critical: %v", err)
+	}
+	if err := tree.MayUse(plain, workload.PriorityHigh); err != nil {
+		t.Errorf("plain submitting high: %v", err)
+	}
+	if _, err := NewTree([]TenantSpec{{Name: "x", AllowedPriorities: []workload.Priority{}}}); err == nil || !strings.Contains(err.Error(), "tenants[0].allowed_priorities") {
+		t.Errorf("empty list: %v", err)
 	}
 }

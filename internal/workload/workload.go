@@ -154,6 +154,26 @@ type Spec struct {
 	Labels             map[string]string `yaml:"labels"`
 }
 
+// The defaults of a spec's optional fields: one set for every way a spec
+// comes in (the API's api.WorkloadSpec.ToWorkload and config files, see
+// Defaults). Kind batch and topology any are the zero values.
+const (
+	DefaultPriority = PriorityNormal
+	DefaultReplicas = 1
+)
+
+// Defaults fills what the writer of a spec left out: the priority class
+// (normal) unless prioritySet — the zero class is spot, so only the
+// decoder can tell an absent class from spot — and replicas (1) when 0.
+func (s *Spec) Defaults(prioritySet bool) {
+	if !prioritySet {
+		s.Priority = DefaultPriority
+	}
+	if s.Replicas == 0 {
+		s.Replicas = DefaultReplicas
+	}
+}
+
 // Validate checks the spec on its own (not against a fleet) and returns a
 // list of (field, message) problems.
 func (s *Spec) Validate() []FieldError {

@@ -45,3 +45,28 @@ func TestEnums(t *testing.T) {
 		t.Errorf("kind = %v %v", k, err)
 	}
 }
+
+func TestDefaults(t *testing.T) {
+	s := Spec{Priority: PrioritySpot}
+	s.Defaults(false)
+	if s.Priority != PriorityNormal || s.Replicas != 1 {
+		t.Errorf("left out: %v, %d; want normal, 1", s.Priority, s.Replicas)
+	}
+	s = Spec{Priority: PrioritySpot, Replicas: 4}
+	s.Defaults(true)
+	if s.Priority != PrioritySpot || s.Replicas != 4 {
+		t.Errorf("written: %v, %d; want spot, 4", s.Priority, s.Replicas)
+	}
+}
+
+func TestPrioritySet(t *testing.T) {
+	if DefaultAllowed.Has(PriorityCritical) || !DefaultAllowed.Has(PrioritySpot) || !DefaultAllowed.Has(PriorityHigh) {
+		t.Errorf("DefaultAllowed = %v", DefaultAllowed)
+	}
+	if got := SetOf(PrioritySpot, PriorityHigh).String(); got != "high, spot" {
+		t.Errorf("String = %q", got)
+	}
+	if SetOf(Priority(-1), Priority(9)) != 0 || PrioritySet(0).String() != "none" || AllPriorities.Has(Priority(9)) {
+		t.Error("out-of-range classes must not be members")
+	}
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+)
+
+// runningLedger charges the running work outside reservations to the
+// quota entries the scheduler charges (tenancy.Tree.Charged).
+func runningLedger(wd *world) tenancy.Ledger {
+	l := tenancy.NewLedger(wd.Tree)
+	for _, x := range wd.Workloads {
+		if x.Running == nil || x.Running.OnReservation {
+			continue
+		}
+		wd.Tree.ChargeUse(l, x.Tenant, tenancy.Key{Model: x.Running.Flavor, Region: x.Running.Region}, x.Spec.TotalGPUs())
+	}
+	return l
+}
+
+// usage computes each quota entry's current value for the tenants asked,
+// charged as the scheduler charges (see package tenancy): running work at
+// every entry on its tenant's path that covers its model and region (a
+// region's entry and the all-regions one), work on its own reservation
+// not at all, and active reservations' whole capacity (shown as Reserved,
+// and part of CurrentValue).
+func usage(wd *world, tenants []string, region string, now time.Time) []api.Usage {
+	tree := wd.Tree
+	running := runningLedger(wd)
+	reserved := tenancy.NewLedger(tree)
+	tree.ChargeReservations(reserved, wd.reservations(), wd.Catalog, now)
+	out := []api.Usage{}
+	for _, name := range tenants {
+		ti, ok := tree.Lookup(name)
+		if !ok {
+			continue
+		}
+		for qi, q := range tree.Tenants[ti].Quotas {
+			if region != "" && q.Key.Region != "" && q.Key.Region != region {
+				continue
+			}
+			ref := tenancy.Ref{Tenant: ti, Entry: qi}
+			u := api.Usage{
+				Name: string(q.Key.Model) + " GPUs", Tenant: name, Region: q.Key.Region, Flavor: string(q.Key.Model),
+				CurrentValue: gpus(running.At(ref).Add(reserved.At(ref))), Reserved: gpus(reserved.At(ref)),
+				Guaranteed: gpus(q.Guaranteed), Unit: "GPUs",
+			}
+			if u.Region == "" {
+				u.Region = "*"
+				u.Name += " (all regions)"
+			}
+			if q.Limit != tenancy.Unlimited {
+				l := gpus(q.Limit)
+				u.Limit = &l
+			}
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// admitReservation refuses (409 QuotaExceeded, naming the limit and the
+// numbers) a reservation whose capacity would take its owner, or an
+// ancestor, above a limit: running work outside reservations now, plus the
+// other reservations that overlap it in time, plus its own capacity. res
+// holds the new (or resized) count; wd's reservations must not include it.
+func admitReservation(wd *world, res *store.Reservation) error {
+	r := reservationModel(res)
+	var others []tenancy.Reservation
+	for _, o := range wd.Reservations {
+		if o.Key() != res.Key() {
+			others = append(others, reservationModel(o))
+		}
+	}
+	err := wd.Tree.AdmitReservation(&r, others, runningLedger(wd), wd.Catalog)
+	var ol *tenancy.OverLimitError
+	if errors.As(err, &ol) {
+		return apiErr(http.StatusConflict, api.CodeQuotaExceeded, "capacity", "%v", ol)
+	}
+	return err
+}
