@@ -684,19 +684,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			if err := checkPruned(tx, after); err != nil {
 				return err
 			}
-			var derr error
-			tx.ScanRaw(store.KindEvent, "", store.RevKey(after), func(key string, data []byte) bool {
-				var e store.Event
-				if derr = jsonUnmarshal(data, &e); derr != nil {
-					return false
-				}
-				out.Next = e.Seq
-				if p.admin || (e.Tenant == p.tenant && p.tenant != "") {
-					out.Items = append(out.Items, eventOut(&e))
-				}
+			var err error
+			out.Next, err = scanEvents(tx, p, after, func(e *store.Event) bool {
+				out.Items = append(out.Items, eventOut(e))
 				return len(out.Items) < limit
 			})
-			return derr
+			return err
 		})
 		if err != nil {
 			return err
