@@ -22,6 +22,7 @@ const (
 	CodeMethod          = "MethodNotAllowed"     // 405
 	CodeConflict        = "Conflict"             // 409: exists, or changed meanwhile
 	CodeCapacity        = "InsufficientCapacity" // 409: a reservation cannot be met
+	CodeLimitExceeded   = "LimitExceeded"        // 409: a count limit (Field: limits.NAME)
 	CodeGone            = "Gone"                 // 410: events pruned
 	CodeTooLarge        = "PayloadTooLarge"      // 413
 	CodeMediaType       = "UnsupportedMediaType" // 415

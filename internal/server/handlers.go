@@ -263,6 +263,9 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := s.cat.Load().SKU(fleet.SKUName(req.SKU)); !ok {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "sku", "unknown SKU %q (see GET /v1/skus)", req.SKU)
 	}
+	if err := s.checkLabels("labels", req.Labels); err != nil {
+		return err
+	}
 	n := &store.Node{ID: fleet.NodeID(req.ID), Region: req.Region, Zone: req.Zone, Block: fleet.BlockID(req.Block), SKU: fleet.SKUName(req.SKU), Labels: req.Labels, Down: req.Down}
 	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		n.Seq = tx.Revision() + 1

@@ -399,9 +399,15 @@ func (s *Server) listFirings(w http.ResponseWriter, r *http.Request) error {
 
 // ApplyPolicy applies a policy from its source, as POST /v1/policies does.
 func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) error {
+	if err := s.checkPolicySource(source); err != nil {
+		return err
+	}
 	var eng *policy.Engine
 	p := &store.Policy{Name: name, File: file, Source: source, AppliedAt: s.now()}
 	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+		if err := s.checkPolicyCount(tx, name); err != nil {
+			return err
+		}
 		wd, err := loadWorld(tx, s.cat.Load(), true)
 		if err != nil {
 			return err

@@ -128,6 +128,9 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		if _, ok := tx.GetRaw(store.KindReservation, store.ReservationKey(tenant, req.Name)); ok {
 			return apiErr(http.StatusConflict, api.CodeConflict, "name", "reservation %q already exists", req.Name)
 		}
+		if err := s.checkReservationCount(tx, tenant); err != nil {
+			return err
+		}
 		var err error
 		if wd, err = loadWorld(tx, s.cat.Load(), true); err != nil {
 			return err

@@ -66,6 +66,9 @@ type Options struct {
 	// NotifyWebhook receives policies' notify actions as JSON POSTs
 	// (Notification); empty: they are only recorded as events.
 	NotifyWebhook string
+	// Limits bound tenants' objects, fields and answers (zero values: the
+	// defaults, config.DefaultLimits; see limits.go).
+	Limits config.Limits
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a
@@ -95,6 +98,7 @@ type Server struct {
 	tokens     tokenCache
 	handler    http.Handler
 	agents     agents
+	limits     config.Limits // Options.Limits with defaults
 }
 
 // New creates a server over a store and makes sure the admin token is the
@@ -139,8 +143,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.SpotNotice == 0 {
 		o.SpotNotice = 30 * time.Second
 	}
+	if err := o.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s := &Server{
-		opts: o, st: o.Store, log: o.Logger, now: o.Clock,
+		opts: o, st: o.Store, log: o.Logger, now: o.Clock, limits: o.Limits.WithDefaults(),
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		limiter: newLimiter(o.RateLimit, o.Burst, o.Clock),

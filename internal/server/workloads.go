@@ -87,6 +87,9 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	if f, msg := req.Command.Validate(); f != "" {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, f, "%s", msg)
 	}
+	if err := s.checkWorkloadFields(&req); err != nil {
+		return err
+	}
 	spec.Tenant = tenant
 	cat := s.cat.Load()
 	sh, err := s.shape(r)
@@ -113,6 +116,9 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now().UTC().Round(0), Command: commandIn(req.Command)}
 	err = s.st.Batch(r.Context(), func(tx store.WriteTx) error {
 		if err := tenantExists(tx, tenant); err != nil {
+			return err
+		}
+		if err := s.checkQueued(tx, tenant); err != nil {
 			return err
 		}
 		if spec.Reservation != "" {
