@@ -446,7 +446,9 @@ type Events struct {
 	Next  int64   `json:"next"`
 }
 
-// List is the envelope of every list answer.
+// List is the envelope of every list answer: one page. Continue, when
+// set, is the opaque token of the next page (pass it as ?continue=).
 type List[T any] struct {
-	Items []T `json:"items"`
+	Items    []T    `json:"items"`
+	Continue string `json:"continue,omitempty"`
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -421,11 +420,13 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	replica := 0
-	if v := r.URL.Query().Get("replica"); v != "" {
-		if replica, err = strconv.Atoi(v); err != nil || replica < 0 || replica >= x.Spec.Replicas {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "replica", "replica must be between 0 and %d", x.Spec.Replicas-1)
-		}
+	rep, err := optIntParam(r.URL.Query(), "replica", 0, int64(x.Spec.Replicas-1), 0)
+	if err != nil {
+		return err
+	}
+	replica := int(rep)
+	if _, err := optIntParam(r.URL.Query(), "tail", 0, 1<<20, 0); err != nil {
+		return err
 	}
 	// The node of the replica's current run, or the last one an agent
 	// reported it started on (kept in memory).

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 
@@ -141,8 +142,7 @@ func (s *Server) listRegions(w http.ResponseWriter, r *http.Request) error {
 			reg.Zones = append(reg.Zones, n.Zone)
 		}
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Region]{Items: out})
-	return nil
+	return writeSlice(s, w, r, out)
 }
 
 func contains(xs []string, x string) bool {
@@ -160,8 +160,7 @@ func (s *Server) listSKUs(w http.ResponseWriter, r *http.Request) error {
 	for _, k := range cat.SKUs {
 		out = append(out, api.SKU{Name: string(k.Name), Model: string(k.Model), GPUs: k.GPUs, VCPUs: k.VCPUs, MemoryGiB: k.MemoryGiB, QuotaFamily: k.QuotaFamily})
 	}
-	writeJSON(w, http.StatusOK, api.List[api.SKU]{Items: out})
-	return nil
+	return writeSlice(s, w, r, out)
 }
 
 func (s *Server) nodesOut(wd *world) []api.Node {
@@ -208,17 +207,21 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := s.nodesOut(wd)
-	if reg := r.URL.Query().Get("region"); reg != "" {
-		kept := out[:0]
-		for _, n := range out {
-			if n.Region == reg {
-				kept = append(kept, n)
-			}
-		}
-		out = kept
+	pg, err := s.newPage(r)
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Node]{Items: out})
+	reg := r.URL.Query().Get("region")
+	for i, n := range s.nodesOut(wd) { // in registration order, as wd.Nodes
+		key := store.RevKey(wd.Nodes[i].Seq) + "/" + n.ID
+		if pg.skip(key) || (reg != "" && n.Region != reg) {
+			continue
+		}
+		if !pg.add(key, n) {
+			break
+		}
+	}
+	pg.write(w)
 	return nil
 }
 
@@ -347,20 +350,25 @@ func (s *Server) quotasIn(qs []api.Quota, prefix string) ([]store.Quota, error) 
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) error {
 	p := who(r)
-	out := []api.Tenant{}
-	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
-		ts, err := store.List[store.Tenant](tx, "")
-		for _, t := range ts {
-			if p.admin || t.Name == p.tenant {
-				out = append(out, tenantOut(t))
-			}
-		}
+	pg, err := s.newPage(r)
+	if err != nil {
 		return err
+	}
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		if p.admin {
+			return scanPage(tx, pg, "", func(t *store.Tenant) (any, bool) { return tenantOut(t), true })
+		}
+		// A tenant reads its own object, not the list of everyone's.
+		t, err := store.Get[store.Tenant](tx, p.tenant)
+		if err == nil && p.tenant != "" && !pg.skip(t.Name) {
+			pg.add(t.Name, tenantOut(t))
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Tenant]{Items: out})
+	pg.write(w)
 	return nil
 }
 
@@ -619,8 +627,7 @@ func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := wd.Tree.Lookup(name); !ok {
 		return notFound("tenant", name)
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, []string{name}, r.URL.Query().Get("region"))})
-	return nil
+	return writeSlice(s, w, r, usage(wd, []string{name}, r.URL.Query().Get("region")))
 }
 
 func (s *Server) allUsage(w http.ResponseWriter, r *http.Request) error {
@@ -642,8 +649,7 @@ func (s *Server) allUsage(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		names = []string{p.tenant}
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, names, r.URL.Query().Get("region"))})
-	return nil
+	return writeSlice(s, w, r, usage(wd, names, r.URL.Query().Get("region")))
 }
 
 // ---- events ----
@@ -657,18 +663,15 @@ func eventOut(e *store.Event) api.Event {
 // 60s) it waits for the first one (long poll).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var after int64
-	if v := q.Get("after"); v != "" {
-		if _, err := fmt.Sscanf(v, "%d", &after); err != nil || after < 0 {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "after", "after must be a sequence number, got %q", v)
-		}
+	after, err := optIntParam(q, "after", 0, math.MaxInt64, 0)
+	if err != nil {
+		return err
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		if _, err := fmt.Sscanf(v, "%d", &limit); err != nil || limit < 1 || limit > 1000 {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "limit", "limit must be between 1 and 1000, got %q", v)
-		}
+	limit64, err := optIntParam(q, "limit", 1, 1000, 100)
+	if err != nil {
+		return err
 	}
+	limit := int(limit64)
 	var wait api.Duration
 	if v := q.Get("wait"); v != "" {
 		if err := wait.UnmarshalYAMLScalar(v); err != nil || wait > api.Duration(60e9) {

@@ -221,6 +221,10 @@ func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
 			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a node token may only register and heartbeat its node"))
 			return
 		}
+		if err := checkQuery(route, r.URL.Query()); err != nil {
+			s.writeErr(rec, err)
+			return
+		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
 		if err := h(rec, r); err != nil {
 			s.writeErr(rec, err)

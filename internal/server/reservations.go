@@ -57,13 +57,19 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	out := []api.Reservation{}
-	for _, x := range wd.Reservations {
-		if x.Tenant == tenant {
-			out = append(out, reservationOut(wd, x))
+	pg, err := s.newPage(r)
+	if err != nil {
+		return err
+	}
+	for _, x := range wd.Reservations { // in key order
+		if x.Tenant != tenant || pg.skip(x.Key()) {
+			continue
+		}
+		if !pg.add(x.Key(), reservationOut(wd, x)) {
+			break
 		}
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Reservation]{Items: out})
+	pg.write(w)
 	return nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
+	"net/url"
 	"net/http"
 	"strings"
 	"time"
@@ -35,9 +37,9 @@ func wantsSSE(r *http.Request) bool {
 // only its own events. The stream ends when the client goes away.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int64) error {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		var n int64
-		if _, err := fmt.Sscanf(id, "%d", &n); err != nil || n < 0 {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "Last-Event-ID", "Last-Event-ID must be a sequence number, got %q", id)
+		n, err := intParam(url.Values{"Last-Event-ID": {id}}, "Last-Event-ID", 0, math.MaxInt64)
+		if err != nil {
+			return err
 		}
 		after = max(after, n)
 	}

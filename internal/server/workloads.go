@@ -148,20 +148,19 @@ func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefi
 	default:
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "state", "state must be Pending, Running, Cancelled, Succeeded or Failed, got %q", state)
 	}
-	out := []api.Workload{}
-	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
-		ws, err := store.List[store.Workload](tx, prefix)
-		for _, x := range ws {
-			if state == "" || string(x.State) == state {
-				out = append(out, workloadOut(x))
-			}
-		}
+	pg, err := s.newPage(r)
+	if err != nil {
 		return err
+	}
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		return scanPage(tx, pg, prefix, func(x *store.Workload) (any, bool) {
+			return workloadOut(x), state == "" || string(x.State) == state
+		})
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Workload]{Items: out})
+	pg.write(w)
 	return nil
 }
 
