@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"math"
 	"mime"
-	"net/url"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
