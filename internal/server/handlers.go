@@ -343,6 +343,9 @@ func (s *Server) quotasIn(qs []api.Quota, prefix string) ([]store.Quota, error) 
 		if q.Weight < 0 || q.Weight > 1e6 || q.Weight != q.Weight {
 			return nil, apiErr(http.StatusBadRequest, api.CodeInvalid, f+".weight", "weight must be between 0 and 1000000")
 		}
+		if q.Priority < -1_000_000 || q.Priority > 1_000_000 {
+			return nil, apiErr(http.StatusBadRequest, api.CodeInvalid, f+".priority", "priority must be between -1000000 and 1000000, got %d", q.Priority)
+		}
 		out = append(out, sq)
 	}
 	return out, nil

@@ -151,8 +151,10 @@ func (s *Server) decodeError(err error) error {
 	case errors.As(err, &syn):
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "", "malformed JSON at byte %d: %v", syn.Offset, syn)
 	case errors.As(err, &typ):
-		field := typ.Field
-		return apiErr(http.StatusBadRequest, api.CodeInvalid, field, "expected %s, got JSON %s", typ.Type, typ.Value)
+		if api.IsValueError(typ) { // a GPU amount's or duration's own message
+			return apiErr(http.StatusBadRequest, api.CodeInvalid, typ.Field, "%s", typ.Value)
+		}
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, typ.Field, "expected %s, got JSON %s", typ.Type, typ.Value)
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {

@@ -119,6 +119,10 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "capacity", "capacity must be between 1 and %d machines, got %d", maxReservation, req.Capacity)
 	case req.Region == "":
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "region", "a reservation needs a region")
+	case !validName(req.Region):
+		return badName("region", req.Region)
+	case req.Zone != "" && !validName(req.Zone):
+		return badName("zone", req.Zone)
 	case !req.End.IsZero() && !req.End.After(req.Start):
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "end", "end must be after start")
 	}
@@ -143,6 +147,9 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		}
 		if !wd.Fleet.HasRegion(req.Region) {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, "region", "region %q is not in the fleet (see GET /v1/regions)", req.Region)
+		}
+		if err := checkZone(wd, req.Region, req.Zone); err != nil {
+			return err
 		}
 		tr := tenancy.Reservation{Name: req.Name, Owner: tenant, Region: req.Region, Zone: req.Zone, SKU: fleet.SKUName(req.SKU), Count: req.Capacity}
 		ids, err := tenancy.Bind(&tr, wd.Fleet, wd.nodeUse(tenant, ""))
@@ -262,4 +269,17 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error
 	s.notify(true)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// checkZone refuses a zone that no machine of the region is in.
+func checkZone(wd *world, region, zone string) error {
+	if zone == "" {
+		return nil
+	}
+	for _, n := range wd.Fleet.Nodes {
+		if n.Region == region && n.Zone == zone {
+			return nil
+		}
+	}
+	return apiErr(http.StatusBadRequest, api.CodeInvalid, "zone", "zone %q is not a zone of region %s (see GET /v1/regions)", zone, region)
 }
