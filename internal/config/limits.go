@@ -12,8 +12,11 @@ import (
 // (DefaultLimits). Counts are refused with 409 LimitExceeded, field sizes
 // with 400 InvalidArgument, both naming the limit.
 type Limits struct {
-	// WorkloadsQueued bounds a tenant's live (Pending or Running) workloads.
+	// WorkloadsQueued bounds a tenant's live (Pending or Running)
+	// workloads; QueuedBytes their stored size together (what the server
+	// keeps decoded in memory for the scheduler).
 	WorkloadsQueued int `yaml:"workloads_queued" json:"workloads_queued"`
+	QueuedBytes     int `yaml:"queued_bytes" json:"queued_bytes"`
 	// Reservations bounds a tenant's reservations.
 	Reservations int `yaml:"reservations" json:"reservations"`
 	// Policies bounds the applied policies (the admin's, all together).
@@ -47,14 +50,16 @@ type Limits struct {
 // TenantLimits are one tenant's own counts (zero: the server-wide value).
 type TenantLimits struct {
 	WorkloadsQueued int `yaml:"workloads_queued" json:"workloads_queued"`
+	QueuedBytes     int `yaml:"queued_bytes" json:"queued_bytes"`
 	Reservations    int `yaml:"reservations" json:"reservations"`
 }
 
-// DefaultLimits are the limits where the config sets none. With them a
-// tenant at its limits holds at most WorkloadsQueued × the largest
-// workload (about 10,000 × 150 KiB); docs/server.md has the measurement.
+// DefaultLimits are the limits where the config sets none. A tenant at
+// its limits holds at most QueuedBytes of live workloads (docs/server.md
+// has the server's heap measured so).
 var DefaultLimits = Limits{
 	WorkloadsQueued: 10_000,
+	QueuedBytes:     64 << 20,
 	Reservations:    100,
 	Policies:        200,
 	Labels:          64,
@@ -95,7 +100,7 @@ func (l Limits) Validate() error {
 		}
 	}
 	for name, tl := range l.Tenants {
-		if tl.WorkloadsQueued < 0 || tl.Reservations < 0 || tl.WorkloadsQueued > 1<<30 || tl.Reservations > 1<<30 {
+		if tl.WorkloadsQueued < 0 || tl.Reservations < 0 || tl.QueuedBytes < 0 || tl.WorkloadsQueued > 1<<30 || tl.Reservations > 1<<30 || tl.QueuedBytes > 1<<40 {
 			return fmt.Errorf("limits.tenants.%s: counts must be between 0 (the server-wide value) and %d", name, 1<<30)
 		}
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -39,6 +40,14 @@ func (s *Server) queuedLimit(tenant string) int {
 	return s.limits.WorkloadsQueued
 }
 
+// queuedBytesLimit is the tenant's bound on its live workloads' bytes.
+func (s *Server) queuedBytesLimit(tenant string) int {
+	if t, ok := s.limits.Tenants[tenant]; ok && t.QueuedBytes > 0 {
+		return t.QueuedBytes
+	}
+	return s.limits.QueuedBytes
+}
+
 // reservationLimit is the tenant's bound on reservations.
 func (s *Server) reservationLimit(tenant string) int {
 	if t, ok := s.limits.Tenants[tenant]; ok && t.Reservations > 0 {
@@ -47,14 +56,29 @@ func (s *Server) reservationLimit(tenant string) int {
 	return s.limits.Reservations
 }
 
-// checkQueued refuses a new live workload when the tenant has its limit
-// of them in tx (call it in the submission's transaction).
-func (s *Server) checkQueued(tx store.ReadTx, tenant string) error {
+// checkQueued refuses a new live workload of about size bytes when the
+// tenant has its limit of them, or of their bytes, in tx (call it in the
+// submission's transaction).
+func (s *Server) checkQueued(tx store.ReadTx, tenant string, size int) error {
 	n, max := store.LiveWorkloads(tx, tenant), s.queuedLimit(tenant)
 	if n >= int64(max) {
 		return errLimit("workloads_queued", max, "tenant %q has %d pending or running workloads; cancel some or wait for them to end", tenant, n)
 	}
+	b, maxb := store.LiveBytes(tx, tenant), s.queuedBytesLimit(tenant)
+	if b+int64(size) > int64(maxb) {
+		return errLimit("queued_bytes", maxb, "tenant %q's pending or running workloads take %d bytes, and this one %d more; cancel some or send smaller ones", tenant, b, size)
+	}
 	return nil
+}
+
+// storedSize is about what obj takes in the store (Put adds its revision
+// numbers).
+func storedSize(obj any) int {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return 0
+	}
+	return len(b) + 64
 }
 
 // checkReservationCount refuses a new reservation at the tenant's limit

@@ -141,3 +141,25 @@ func TestFieldLimits(t *testing.T) {
 	_, err = h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "big", Source: strings.Repeat("#", 51)})
 	wantErr(t, "policy source", err, http.StatusBadRequest, api.CodeInvalid, "source")
 }
+
+// TestQueuedBytesLimit: a tenant's live workloads are bounded in bytes
+// too, so that few large ones cannot fill the server's memory.
+func TestQueuedBytesLimit(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1, Limits: config.Limits{QueuedBytes: 100_000}})
+	c := h.tenant("contoso")
+	big := func(name string) api.WorkloadSpec {
+		s := spec(name, 1, 1)
+		s.Command = &api.Command{Argv: []string{"run", strings.Repeat("a", 30_000)}}
+		return s
+	}
+	for i := range 3 {
+		if _, err := c.Submit(h.ctx, "contoso", big(fmt.Sprint("b", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := c.Submit(h.ctx, "contoso", big("b3"))
+	wantErr(t, "fourth large workload", err, http.StatusConflict, api.CodeLimitExceeded, "limits.queued_bytes")
+	if _, err := c.Submit(h.ctx, "contoso", spec("small", 1, 1)); err != nil {
+		t.Fatalf("a small one still fits: %v", err)
+	}
+}

@@ -114,11 +114,12 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	// The stored time as it reads back (UTC, no monotonic reading), so that
 	// the object handed to the live cache equals the stored one.
 	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now().UTC().Round(0), Command: commandIn(req.Command)}
+	size := storedSize(obj)
 	err = s.st.Batch(r.Context(), func(tx store.WriteTx) error {
 		if err := tenantExists(tx, tenant); err != nil {
 			return err
 		}
-		if err := s.checkQueued(tx, tenant); err != nil {
+		if err := s.checkQueued(tx, tenant, size); err != nil {
 			return err
 		}
 		if spec.Reservation != "" {

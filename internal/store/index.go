@@ -14,8 +14,9 @@ import (
 //     tenant/RevKey(seq), so that a tenant's reads of the event log touch
 //     only its own events;
 //   - KindLiveIndex: one key per live (Pending or Running) workload,
-//     tenant/name, and KindCount the number of them per tenant, so that
-//     a submission checks the tenant's queue limit without a scan.
+//     tenant/name, holding its stored size, and KindCount the number of
+//     them and their bytes per tenant, so that a submission checks the
+//     tenant's queue limits without a scan.
 //
 // Put and Delete maintain them; the pruner deletes events with
 // DeleteEvent. A store written before they existed gets them built when
@@ -33,39 +34,56 @@ const indexVersion = 1
 const indexVersionKey = "index-version"
 
 // indexed objects keep index entries, updated by Put after the object's
-// write.
+// write of size bytes.
 type indexed interface {
-	index(tx WriteTx) error
+	index(tx WriteTx, size int) error
 }
 
 // EventIndexKey is the key of an event in its tenant's index.
 func EventIndexKey(tenant string, seq int64) string { return tenant + "/" + RevKey(seq) }
 
-func (o *Event) index(tx WriteTx) error {
+func (o *Event) index(tx WriteTx, _ int) error {
 	if o.Tenant == "" {
 		return nil
 	}
 	return tx.PutRaw(KindEventIndex, EventIndexKey(o.Tenant, o.Seq), []byte{1})
 }
 
-func (o *Workload) index(tx WriteTx) error {
-	return setLive(tx, o.Tenant, o.Key(), o.State.Live())
+func (o *Workload) index(tx WriteTx, size int) error {
+	return setLive(tx, o.Tenant, o.Key(), o.State.Live(), int64(size))
 }
 
-// setLive puts key in or out of the live index, counting per tenant.
-func setLive(tx WriteTx, tenant, key string, live bool) error {
-	_, was := tx.GetRaw(KindLiveIndex, key)
+// setLive puts key (of size bytes) in or out of the live index, counting
+// per tenant.
+func setLive(tx WriteTx, tenant, key string, live bool, size int64) error {
+	v, was := tx.GetRaw(KindLiveIndex, key)
+	var old int64
+	if was && len(v) == 8 {
+		old = int64(binary.BigEndian.Uint64(v))
+	}
 	switch {
-	case live && !was:
-		if err := tx.PutRaw(KindLiveIndex, key, []byte{1}); err != nil {
-			return err
+	case live:
+		if !was || old != size {
+			var b [8]byte
+			binary.BigEndian.PutUint64(b[:], uint64(size))
+			if err := tx.PutRaw(KindLiveIndex, key, b[:]); err != nil {
+				return err
+			}
 		}
-		return addCount(tx, liveCountKey(tenant), 1)
-	case !live && was:
+		if !was {
+			if err := addCount(tx, liveCountKey(tenant), 1); err != nil {
+				return err
+			}
+		}
+		return addCount(tx, liveBytesKey(tenant), size-old)
+	case was:
 		if err := tx.DeleteRaw(KindLiveIndex, key); err != nil {
 			return err
 		}
-		return addCount(tx, liveCountKey(tenant), -1)
+		if err := addCount(tx, liveCountKey(tenant), -1); err != nil {
+			return err
+		}
+		return addCount(tx, liveBytesKey(tenant), -old)
 	}
 	return nil
 }
@@ -75,7 +93,7 @@ func setLive(tx WriteTx, tenant, key string, live bool) error {
 func unindex(tx WriteTx, k Kind, key string) error {
 	if k == KindWorkload {
 		tenant, _ := SplitKey(key)
-		return setLive(tx, tenant, key, false)
+		return setLive(tx, tenant, key, false, 0)
 	}
 	if k == KindEvent {
 		data, ok := tx.GetRaw(k, key)
@@ -97,6 +115,7 @@ func unindex(tx WriteTx, k Kind, key string) error {
 }
 
 func liveCountKey(tenant string) string { return "live/" + tenant }
+func liveBytesKey(tenant string) string { return "livebytes/" + tenant }
 
 func count(tx ReadTx, key string) int64 {
 	v, ok := tx.GetRaw(KindCount, key)
@@ -107,6 +126,9 @@ func count(tx ReadTx, key string) int64 {
 }
 
 func addCount(tx WriteTx, key string, d int64) error {
+	if d == 0 {
+		return nil
+	}
 	n := count(tx, key) + d
 	if n <= 0 {
 		return tx.DeleteRaw(KindCount, key)
@@ -119,6 +141,10 @@ func addCount(tx WriteTx, key string, d int64) error {
 // LiveWorkloads returns how many live (Pending or Running) workloads the
 // tenant has, from the counter Put keeps: no scan.
 func LiveWorkloads(tx ReadTx, tenant string) int64 { return count(tx, liveCountKey(tenant)) }
+
+// LiveBytes returns the stored size of the tenant's live workloads
+// together, from the counter Put keeps.
+func LiveBytes(tx ReadTx, tenant string) int64 { return count(tx, liveBytesKey(tenant)) }
 
 // ScanTenantEvents calls fn with every event of the tenant after seq
 // `after`, in sequence order, until fn returns false. It reads the
@@ -170,7 +196,7 @@ func rebuildIndexes(tx WriteTx) error {
 			err = fmt.Errorf("store: decoding workload %q: %w", key, err)
 			return false
 		}
-		err = w.index(tx)
+		err = w.index(tx, len(data))
 		return err == nil
 	})
 	if err != nil {
@@ -182,7 +208,7 @@ func rebuildIndexes(tx WriteTx) error {
 			err = fmt.Errorf("store: decoding event %q: %w", key, err)
 			return false
 		}
-		err = e.index(tx)
+		err = e.index(tx, len(data))
 		return err == nil
 	})
 	return err

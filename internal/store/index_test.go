@@ -54,6 +54,14 @@ func TestLiveCount(t *testing.T) {
 	if got := live("contoso"); got != 1 {
 		t.Fatalf("contoso has %d live workloads, want 1", got)
 	}
+	// The bytes counter is the stored size of the one left (c).
+	st.View(ctx, func(tx ReadTx) error {
+		data, _ := tx.GetRaw(KindWorkload, WorkloadKey("contoso", "c"))
+		if got := LiveBytes(tx, "contoso"); got != int64(len(data)) {
+			t.Errorf("contoso's live bytes %d, want %d", got, len(data))
+		}
+		return nil
+	})
 }
 
 // TestEventIndex: a tenant's scan reads only its events; the pruner's

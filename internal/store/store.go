@@ -181,7 +181,7 @@ func Put(tx WriteTx, obj Object, expect int64) error {
 		return err
 	}
 	if ix, ok := obj.(indexed); ok {
-		return ix.index(tx)
+		return ix.index(tx, len(data))
 	}
 	return nil
 }
