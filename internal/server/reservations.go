@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -18,6 +19,12 @@ const maxReservation = 10_000
 // reservationOut adds utilization: reserved capacity, what the owner's
 // workloads on it use, and what others' preemptible work borrows of it.
 func reservationOut(wd *world, r *store.Reservation) api.Reservation {
+	return reservationOutWith(wd.Catalog, r, wd.Workloads)
+}
+
+// reservationOutWith is reservationOut from the live workloads running
+// on the reservation's machines (others are ignored).
+func reservationOutWith(cat *fleet.Catalog, r *store.Reservation, running []*store.Workload) api.Reservation {
 	o := api.Reservation{Name: r.Name, Tenant: r.Tenant, Region: r.Region, Zone: r.Zone, SKU: string(r.SKU),
 		Capacity: r.Count, Start: r.Start, End: r.End, Nodes: []string{}, Revision: r.Meta.Revision}
 	on := map[fleet.NodeID]bool{}
@@ -25,10 +32,10 @@ func reservationOut(wd *world, r *store.Reservation) api.Reservation {
 		o.Nodes = append(o.Nodes, string(n))
 		on[n] = true
 	}
-	if sku, ok := wd.Catalog.SKU(r.SKU); ok {
+	if sku, ok := cat.SKU(r.SKU); ok {
 		o.ReservedGPUs = api.GPUs(resource.GPUs(sku.GPUs * r.Count))
 	}
-	for _, x := range wd.Workloads {
+	for _, x := range running {
 		if x.Running == nil {
 			continue
 		}
@@ -53,21 +60,26 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	wd, err := s.readWorld(r, true)
-	if err != nil {
-		return err
-	}
 	pg, err := s.newPage(r)
 	if err != nil {
 		return err
 	}
-	for _, x := range wd.Reservations { // in key order
-		if x.Tenant != tenant || pg.skip(x.Key()) {
-			continue
-		}
-		if !pg.add(x.Key(), reservationOut(wd, x)) {
-			break
-		}
+	// The tenant's own reservations and the work on their machines: no
+	// pass over other tenants' objects.
+	cat := s.cat.Load()
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var rerr error
+		err := scanPage(tx, pg, tenant+"/", func(x *store.Reservation) (any, bool) {
+			running, err := s.live.runningOn(tx, x.Nodes)
+			if err != nil {
+				rerr = err
+			}
+			return reservationOutWith(cat, x, running), true
+		})
+		return errors.Join(err, rerr)
+	})
+	if err != nil {
+		return err
 	}
 	pg.write(w)
 	return nil
@@ -87,15 +99,23 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wd, err := s.readWorld(r, true)
+	var out api.Reservation
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		x, err := store.Get[store.Reservation](tx, store.ReservationKey(tenant, r.PathValue("name")))
+		if err != nil {
+			return notFound("reservation", r.PathValue("name"))
+		}
+		running, err := s.live.runningOn(tx, x.Nodes)
+		if err != nil {
+			return err
+		}
+		out = reservationOutWith(s.cat.Load(), x, running)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	x := findReservation(wd, tenant, r.PathValue("name"))
-	if x == nil {
-		return notFound("reservation", r.PathValue("name"))
-	}
-	writeJSON(w, http.StatusOK, reservationOut(wd, x))
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
