@@ -19,10 +19,10 @@ import (
 // (C, R]. A ConfigSeeded event, a snapshot older than the cache, or a
 // minute without a full read makes it read everything again.
 type liveCache struct {
-	mu       sync.Mutex
-	rev      int64
-	byKey    map[string]*liveEntry
-	order    []*liveEntry // byKey's entries in key order
+	mu    sync.Mutex
+	rev   int64
+	byKey map[string]*liveEntry
+	order []*liveEntry // byKey's entries in key order
 	// byNode holds the running entries by the nodes their replicas use, so
 	// that a reservation's utilization reads the work on its machines
 	// only (runningOn).
