@@ -24,8 +24,8 @@ import (
 // objects created or deleted meanwhile are seen at most once, as in a
 // Kubernetes list.
 //
-// A token is the last key and a hash of the list it belongs to (the path
-// and its filters), signed with a key derived from the admin token: a
+// A token is the last key and a hash of the list it belongs to (the
+// caller, the path and its filters), signed with a key derived from the admin token: a
 // token that was altered, or that belongs to another list, is refused
 // with 400 naming "continue". Tokens stay valid across restarts with the
 // same admin token.
@@ -60,7 +60,7 @@ var pagingParams = map[string]bool{"limit": true, "continue": true}
 // newPage reads ?limit and ?continue.
 func (s *Server) newPage(r *http.Request) (*page, error) {
 	q := r.URL.Query()
-	p := &page{s: s, limit: s.limits.PageSize, list: listIdentity(r.URL.Path, q)}
+	p := &page{s: s, limit: s.limits.PageSize, list: listIdentity(who(r), r.URL.Path, q)}
 	if _, ok := q["limit"]; ok {
 		n, err := intParam(q, "limit", 1, int64(s.limits.MaxPageSize))
 		if err != nil {
@@ -80,15 +80,20 @@ func (s *Server) newPage(r *http.Request) (*page, error) {
 	return p, nil
 }
 
-// listIdentity names a list: its path and its other query parameters.
-func listIdentity(path string, q url.Values) string {
+// listIdentity names a list: who reads it, its path and its other query
+// parameters (a token of one caller's list is refused in another's).
+func listIdentity(p principal, path string, q url.Values) string {
 	rest := url.Values{}
 	for k, v := range q {
 		if !pagingParams[k] {
 			rest[k] = v
 		}
 	}
-	return path + "?" + rest.Encode()
+	reader := "admin"
+	if !p.admin {
+		reader = "tenant:" + p.tenant
+	}
+	return reader + " " + path + "?" + rest.Encode()
 }
 
 // skip reports whether key is at or before the page's start.

@@ -136,6 +136,16 @@ func TestPagingTokensAndBounds(t *testing.T) {
 			t.Errorf("%s with another list's token: %v, want 400 naming continue", other, ae)
 		}
 	}
+	// Another caller's token is refused too (same path, other reader).
+	ctok := tokenFor(t, h, "contoso")
+	mine, ae := getPage(t, h, ctok, "/v1/workloads")
+	if ae != nil || mine.Continue == "" {
+		t.Fatalf("contoso's page: %v", ae)
+	}
+	ftok := tokenFor(t, h, "fabrikam")
+	if _, ae := getPage(t, h, ftok, "/v1/workloads?continue="+url.QueryEscape(mine.Continue)); ae == nil || ae.Field != "continue" {
+		t.Errorf("fabrikam with contoso's token: %v, want 400 naming continue", ae)
+	}
 	// The client follows pages: a tenant sees all 8 of its workloads.
 	ws, err := c.Workloads(h.ctx, "contoso", "")
 	if err != nil || len(ws) != 8 {
