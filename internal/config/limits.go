@@ -95,13 +95,13 @@ func (l Limits) WithDefaults() Limits {
 func (l Limits) Validate() error {
 	v, t := reflect.ValueOf(l), reflect.TypeOf(l)
 	for i := range v.NumField() {
-		if f := v.Field(i); f.Kind() == reflect.Int && (f.Int() < 0 || f.Int() > 1<<30) {
-			return fmt.Errorf("limits.%s: must be between 0 (the default) and %d, got %d", t.Field(i).Tag.Get("yaml"), 1<<30, f.Int())
+		if f := v.Field(i); f.Kind() == reflect.Int && (f.Int() < 0 || f.Int() > 1<<40) {
+			return fmt.Errorf("limits.%s: must be between 0 (the default) and %d, got %d", t.Field(i).Tag.Get("yaml"), int64(1<<40), f.Int())
 		}
 	}
 	for name, tl := range l.Tenants {
-		if tl.WorkloadsQueued < 0 || tl.Reservations < 0 || tl.QueuedBytes < 0 || tl.WorkloadsQueued > 1<<30 || tl.Reservations > 1<<30 || tl.QueuedBytes > 1<<40 {
-			return fmt.Errorf("limits.tenants.%s: counts must be between 0 (the server-wide value) and %d", name, 1<<30)
+		if tl.WorkloadsQueued < 0 || tl.Reservations < 0 || tl.QueuedBytes < 0 || tl.WorkloadsQueued > 1<<40 || tl.Reservations > 1<<40 || tl.QueuedBytes > 1<<40 {
+			return fmt.Errorf("limits.tenants.%s: counts must be between 0 (the server-wide value) and %d", name, int64(1<<40))
 		}
 	}
 	return nil
