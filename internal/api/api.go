@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ const (
 	CodeConflict        = "Conflict"             // 409: exists, or changed meanwhile
 	CodeCapacity        = "InsufficientCapacity" // 409: a reservation cannot be met
 	CodeQuotaExceeded   = "QuotaExceeded"        // 409: a reservation would exceed a quota limit
+	CodeLimitExceeded   = "LimitExceeded"        // 409: a count limit (Field: limits.NAME)
 	CodeGone            = "Gone"                 // 410: events pruned
 	CodeTooLarge        = "PayloadTooLarge"      // 413
 	CodeMediaType       = "UnsupportedMediaType" // 415
@@ -56,7 +58,13 @@ func (g GPUs) MarshalJSON() ([]byte, error) {
 	return []byte(resource.MilliGPU(g).String()), nil
 }
 
-// UnmarshalJSON accepts a number or a string.
+// MaxGPUs bounds every GPU amount on the wire (10 million GPUs).
+const MaxGPUs = GPUs(10_000_000 * resource.PerGPU)
+
+// UnmarshalJSON accepts a number or a string, strictly: digits with an
+// optional fraction ("8", "0.5") or milli-GPU ("500m"); no sign, spaces,
+// exponent or hex. Its errors are *json.UnmarshalTypeError, so that the
+// decoder names the field.
 func (g *GPUs) UnmarshalJSON(b []byte) error {
 	s := string(b)
 	if strings.HasPrefix(s, `"`) {
@@ -64,7 +72,49 @@ func (g *GPUs) UnmarshalJSON(b []byte) error {
 			return err
 		}
 	}
-	return g.UnmarshalYAMLScalar(s)
+	if !gpuSyntax(s) {
+		return valueError[GPUs](fmt.Sprintf("invalid GPU amount %q: write whole GPUs (8), a fraction (0.5) or milli-GPU (500m)", s))
+	}
+	if err := g.UnmarshalYAMLScalar(s); err != nil {
+		return valueError[GPUs](err.Error())
+	}
+	if *g > MaxGPUs {
+		return valueError[GPUs](fmt.Sprintf("GPU amount %s is more than %v", s, MaxGPUs))
+	}
+	return nil
+}
+
+// gpuSyntax accepts digits with an optional fraction, or digits and "m".
+func gpuSyntax(s string) bool {
+	digits := func(t string) bool {
+		if t == "" || len(t) > 18 {
+			return false
+		}
+		for _, c := range t {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	if m, ok := strings.CutSuffix(s, "m"); ok {
+		return digits(m)
+	}
+	whole, frac, ok := strings.Cut(s, ".")
+	return digits(whole) && (!ok || digits(frac))
+}
+
+// ValueError is the message of a wire value's own parser (GPU amounts,
+// durations), carried as a *json.UnmarshalTypeError whose Value is the
+// message, so that the JSON decoder adds the field path.
+func valueError[T any](msg string) error {
+	return &json.UnmarshalTypeError{Value: msg, Type: reflect.TypeFor[T]()}
+}
+
+// IsValueError reports whether a decoding error came from valueError
+// (its Value is then the whole message).
+func IsValueError(e *json.UnmarshalTypeError) bool {
+	return e.Type == reflect.TypeFor[GPUs]() || e.Type == reflect.TypeFor[Duration]()
 }
 
 // UnmarshalYAMLScalar parses "8", "0.5" or "500m".
@@ -87,9 +137,12 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"90s\", \"5m\" or \"2h\"")
+		return valueError[Duration]("a duration is a string such as \"90s\", \"5m\" or \"2h\"")
 	}
-	return d.UnmarshalYAMLScalar(s)
+	if err := d.UnmarshalYAMLScalar(s); err != nil {
+		return valueError[Duration](err.Error())
+	}
+	return nil
 }
 
 // UnmarshalYAMLScalar parses "90s", "5m", "2h" or "7d".
@@ -136,6 +189,13 @@ type WorkloadSpec struct {
 	Command *Command `json:"command,omitempty" yaml:"command"`
 }
 
+// Bounds of a workload's fields.
+const (
+	MaxCPUMilli  = 1_000_000               // 1000 cores per replica
+	MaxMemoryMiB = 64 << 20                // 64 TiB per replica
+	MaxRuntime   = Duration(8760e9 * 3600) // a year
+)
+
 // FieldError is one problem with a field.
 type FieldError struct {
 	Field string
@@ -179,20 +239,49 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 	if len(s.Name) > 128 {
 		add("name", "name is longer than 128 characters")
 	}
-	if len(s.Flavors) > 32 || len(s.Regions) > 32 || len(s.Labels) > 64 {
-		add("flavors", "at most 32 flavors, 32 regions and 64 labels")
+	listBound := func(field string, xs []string, n int) {
+		if len(xs) > n {
+			add(field, "at most %d %s, got %d", n, field, len(xs))
+			return
+		}
+		for i, x := range xs {
+			if x == "" || len(x) > 63 {
+				add(fmt.Sprintf("%s[%d]", field, i), "names have 1-63 characters, got %d", len(x))
+				return
+			}
+		}
 	}
-	if len(s.Pools) > 32 {
-		add("pools", "at most 32 pools")
+	listBound("flavors", s.Flavors, 32)
+	listBound("regions", s.Regions, 32)
+	listBound("pools", s.Pools, 32)
+	if len(s.Labels) > 64 {
+		add("labels", "at most 64 labels, got %d", len(s.Labels))
 	}
-	if math.IsNaN(s.MaxPrice) || math.IsInf(s.MaxPrice, 0) {
-		add("max_price", "max_price must be a number")
+	if len(s.Reservation) > 63 {
+		add("reservation", "a reservation name has at most 63 characters")
+	}
+	switch {
+	case s.CPUMilli < 0 || s.CPUMilli > MaxCPUMilli:
+		add("cpu_milli", "cpu_milli must be between 0 and %d (%d cores), got %d", MaxCPUMilli, MaxCPUMilli/1000, s.CPUMilli)
+	case s.MemoryMiB < 0 || s.MemoryMiB > MaxMemoryMiB:
+		add("memory_mib", "memory_mib must be between 0 and %d (64 TiB), got %d", MaxMemoryMiB, s.MemoryMiB)
+	}
+	if math.IsNaN(s.MaxPrice) || math.IsInf(s.MaxPrice, 0) || s.MaxPrice < 0 || s.MaxPrice > 1e6 {
+		add("max_price", "max_price must be a number between 0 and 1000000")
+	}
+	if s.ExpectedRuntime > MaxRuntime {
+		add("expected_runtime", "expected_runtime is more than %v", time.Duration(MaxRuntime))
+	}
+	if s.CheckpointInterval > MaxRuntime {
+		add("checkpoint_interval", "checkpoint_interval is more than %v", time.Duration(MaxRuntime))
 	}
 	for _, fe := range out.Validate() {
-		if fe.Field == "tenant" {
-			continue // the server fills it from the token or path
+		switch fe.Field {
+		case "tenant": // the server fills it from the token or path
+		case "cpu_milli", "max_price": // checked above, each naming its own field
+		default:
+			add(fe.Field, "%s", fe.Msg)
 		}
-		add(fe.Field, "%s", fe.Msg)
 	}
 	return out, errs
 }
@@ -481,7 +570,9 @@ type Events struct {
 	Next  int64   `json:"next"`
 }
 
-// List is the envelope of every list answer.
+// List is the envelope of every list answer: one page. Continue, when
+// set, is the opaque token of the next page (pass it as ?continue=).
 type List[T any] struct {
-	Items []T `json:"items"`
+	Items    []T    `json:"items"`
+	Continue string `json:"continue,omitempty"`
 }

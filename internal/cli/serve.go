@@ -182,7 +182,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
+	var limits config.Limits
+	if cfg != nil {
+		limits = cfg.File.Limits
+	}
+	s, err := server.New(ctx, server.Options{Limits: limits, Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
 		MaxGrace: f.maxGrace, MaxGraceClass: graceClass})
 	if err != nil {

@@ -118,10 +118,52 @@ func (c *Client) WhoAmI(ctx context.Context) (api.WhoAmI, error) {
 	return out, c.Do(ctx, "GET", "/v1/whoami", nil, &out)
 }
 
+// list reads a whole list, following its pages (the server's
+// "continue" tokens) to the end.
 func list[T any](c *Client, ctx context.Context, path string) ([]T, error) {
+	var all []T
+	next := ""
+	for {
+		p := path
+		if next != "" {
+			sep := "?"
+			if strings.Contains(path, "?") {
+				sep = "&"
+			}
+			p += sep + "continue=" + url.QueryEscape(next)
+		}
+		var out api.List[T]
+		if err := c.Do(ctx, "GET", p, nil, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Items...)
+		switch {
+		case out.Continue == "":
+			return all, nil
+		case out.Continue == next:
+			return nil, fmt.Errorf("client: %s answered the same continue token twice", path)
+		}
+		next = out.Continue
+	}
+}
+
+// Page reads one page of a list at path: at most limit items (0: the
+// server's default) from the continue token cont ("" : the first page).
+// Pass the answer's Continue to read the next; "" means it was the last.
+func Page[T any](c *Client, ctx context.Context, path string, limit int, cont string) (api.List[T], error) {
 	var out api.List[T]
-	err := c.Do(ctx, "GET", path, nil, &out)
-	return out.Items, err
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	if limit > 0 {
+		path += sep + "limit=" + strconv.Itoa(limit)
+		sep = "&"
+	}
+	if cont != "" {
+		path += sep + "continue=" + url.QueryEscape(cont)
+	}
+	return out, c.Do(ctx, "GET", path, nil, &out)
 }
 
 // Regions lists the fleet's regions.

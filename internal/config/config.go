@@ -35,6 +35,9 @@ type File struct {
 	Reservations []tenancy.Reservation `yaml:"reservations"`
 	Workloads    []Workload            `yaml:"workloads"`
 	Down         []fleet.NodeID        `yaml:"down"`
+	// Limits bound what tenants may hold and send (arbiter serve; see
+	// limits.go).
+	Limits Limits `yaml:"limits"`
 }
 
 // Options are the scheduler options as written.
@@ -229,6 +232,9 @@ func Resolve(file string, f File) (*Config, error) {
 			}
 		}
 		ws = append(ws, wl)
+	}
+	if err := f.Limits.Validate(); err != nil {
+		errs.Add(at, "limits", "%v", err)
 	}
 	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws}
 	c.bindReservations(&errs)

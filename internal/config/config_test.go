@@ -234,3 +234,20 @@ workloads:
 		t.Errorf("error lacks %q:\n%v", want, err)
 	}
 }
+
+func TestLimitsSection(t *testing.T) {
+	c, err := Parse("l.yaml", []byte("limits:\n  workloads_queued: 5\n  env_bytes: 1024\n  tenants:\n    contoso: {reservations: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.File.Limits.WithDefaults()
+	if l.WorkloadsQueued != 5 || l.EnvBytes != 1024 || l.Reservations != DefaultLimits.Reservations || l.Tenants["contoso"].Reservations != 3 {
+		t.Fatalf("limits %+v", l)
+	}
+	if _, err := Parse("l.yaml", []byte("limits:\n  workloads_queued: -1\n")); err == nil || !strings.Contains(err.Error(), "limits.workloads_queued") {
+		t.Fatalf("negative limit: %v", err)
+	}
+	if _, err := Parse("l.yaml", []byte("limits:\n  workloads_queud: 1\n")); err == nil {
+		t.Fatal("a misspelt limit was accepted")
+	}
+}

@@ -142,17 +142,14 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	replica := 0
-	if v := r.URL.Query().Get("replica"); v != "" {
-		if replica, err = strconv.Atoi(v); err != nil || replica < 0 || replica >= x.Spec.Replicas {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "replica", "replica must be between 0 and %d", x.Spec.Replicas-1)
-		}
+	rep, err := optIntParam(r.URL.Query(), "replica", 0, int64(x.Spec.Replicas-1), 0)
+	if err != nil {
+		return err
 	}
-	var tail int64
-	if v := r.URL.Query().Get("tail"); v != "" {
-		if tail, err = strconv.ParseInt(v, 10, 64); err != nil || tail < 0 {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "tail", "tail must be a number of bytes, 0 or more")
-		}
+	replica := int(rep)
+	tail, err := optIntParam(r.URL.Query(), "tail", 0, 1<<40, 0)
+	if err != nil {
+		return err
 	}
 	// The node of the replica's current run, or the last one its agent
 	// reported it started on.

@@ -184,7 +184,8 @@ func benchServerWith(b *testing.B) benchEnv {
 	if _, err := Seed(ctx, st, c, time.Now()); err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(ctx, Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
+	s, err := New(ctx, Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler),
+		Limits: config.Limits{WorkloadsQueued: 10_000_000, QueuedBytes: 1 << 40}}) // one tenant queues everything
 	if err != nil {
 		b.Fatal(err)
 	}

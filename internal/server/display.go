@@ -30,49 +30,56 @@ type unstarted struct {
 	gpus []int
 }
 
-// shownStates returns the state to show for each of xs, by index.
-func shownStates(tx store.ReadTx, xs []*store.Workload) ([]string, error) {
-	out := make([]string, len(xs))
-	agentRun := map[fleet.NodeID]bool{}
-	isAgent := func(id fleet.NodeID) bool {
-		v, ok := agentRun[id]
-		if !ok {
-			n, err := store.Get[store.Node](tx, string(id))
-			v = err == nil && n.Labels[LabelAgent] == "true"
-			agentRun[id] = v
-		}
-		return v
+// shower computes shown states one workload at a time, in one read
+// transaction: it looks each node up once and reads the held GPUs (every
+// workload) at most once, and only when some workload waits to start.
+type shower struct {
+	tx       store.ReadTx
+	agentRun map[fleet.NodeID]bool
+	held     map[fleet.NodeID]map[int]bool // nil until needed
+}
+
+func newShower(tx store.ReadTx) *shower {
+	return &shower{tx: tx, agentRun: map[fleet.NodeID]bool{}}
+}
+
+func (sh *shower) isAgent(id fleet.NodeID) bool {
+	v, ok := sh.agentRun[id]
+	if !ok {
+		n, err := store.Get[store.Node](sh.tx, string(id))
+		v = err == nil && n.Labels[LabelAgent] == "true"
+		sh.agentRun[id] = v
 	}
-	waiting := map[int][]unstarted{}
-	for i, x := range xs {
-		out[i] = string(x.State)
-		if x.State != store.StateRunning || x.Running == nil || x.Command == nil {
-			continue
-		}
-		for r, rep := range x.Running.Replicas {
-			if !startedIn(x, r, x.Running.StartedAt) && isAgent(rep.Node) {
-				waiting[i] = append(waiting[i], unstarted{rep.Node, rep.GPUs})
-			}
-		}
-		if len(waiting[i]) > 0 {
-			out[i] = api.StateStarting
+	return v
+}
+
+// show returns the state to show for x.
+func (sh *shower) show(x *store.Workload) (string, error) {
+	if x.State != store.StateRunning || x.Running == nil || x.Command == nil {
+		return string(x.State), nil
+	}
+	var waiting []unstarted
+	for r, rep := range x.Running.Replicas {
+		if !startedIn(x, r, x.Running.StartedAt) && sh.isAgent(rep.Node) {
+			waiting = append(waiting, unstarted{rep.Node, rep.GPUs})
 		}
 	}
 	if len(waiting) == 0 {
-		return out, nil
+		return string(x.State), nil
 	}
-	held, err := heldGPUs(tx)
-	if err != nil {
-		return nil, err
+	if sh.held == nil {
+		held, err := heldGPUs(sh.tx)
+		if err != nil {
+			return "", err
+		}
+		sh.held = held
 	}
-	for i, us := range waiting {
-		for _, u := range us {
-			if slices.ContainsFunc(u.gpus, func(g int) bool { return held[u.node][g] }) {
-				out[i] = api.StateWaitingForGPUs
-			}
+	for _, u := range waiting {
+		if slices.ContainsFunc(u.gpus, func(g int) bool { return sh.held[u.node][g] }) {
+			return api.StateWaitingForGPUs, nil
 		}
 	}
-	return out, nil
+	return api.StateStarting, nil
 }
 
 // heldGPUs lists, by node, the GPUs of processes agents run for runs that
@@ -100,11 +107,7 @@ func heldGPUs(tx store.ReadTx) (map[fleet.NodeID]map[int]bool, error) {
 	return held, nil
 }
 
-// shownState is shownStates for one workload.
+// shownState is the state to show for one workload.
 func shownState(tx store.ReadTx, x *store.Workload) (string, error) {
-	s, err := shownStates(tx, []*store.Workload{x})
-	if err != nil {
-		return "", err
-	}
-	return s[0], nil
+	return newShower(tx).show(x)
 }

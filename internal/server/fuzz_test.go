@@ -44,6 +44,11 @@ func FuzzBodies(f *testing.F) {
 		f.Add(uint8(i), []byte(`[]`))
 		f.Add(uint8(i), []byte(`{} {}`))
 		f.Add(uint8(i), []byte(`{"capacity":-1,"gpus":"1e400","replicas":1e20,"quotas":[{"flavor":"A100-80G","limit":-3}]}`))
+		// The bounds of issue 12: amounts, counts and sizes past their limits.
+		f.Add(uint8(i), []byte(`{"name":"b","gpus":"999999999999999999m","cpu_milli":-1,"memory_mib":1e15,"max_price":1e300,"flavors":["A100-80G"],"regions":["eastus"]}`))
+		f.Add(uint8(i), []byte(`{"name":"b","gpus":" 0x1p3","priority":"7","expected_runtime":"99999d","flavors":["A100-80G"],"regions":["eastus",""]}`))
+		f.Add(uint8(i), []byte(`{"name":"b","gpus":1,"labels":{"a b":"\u0000"},"command":{"argv":["x"],"env":{"A":"`+strings.Repeat("x", 3000)+`"},"dir":"/d"},"flavors":["A100-80G"],"regions":["eastus"]}`))
+		f.Add(uint8(i), []byte(`{"name":"r","region":"eastus","zone":"../9","sku":"Standard_ND96isr_H100_v5","capacity":1,"labels":{"":"1"},"quotas":[{"flavor":"A100-80G","priority":99999999,"guaranteed":"-1"}]}`))
 	}
 	h := newHarness(f, testConfig, Options{RateLimit: -1, MaxBody: 4096})
 	tenant, err := h.admin.CreateToken(h.ctx, "contoso", "fuzz")
@@ -98,7 +103,7 @@ func TestBadBodies(t *testing.T) {
 		{"two objects", `{} {}`, "", 400, api.CodeInvalid, "", "exactly one JSON object"},
 		{"empty", ``, "", 400, api.CodeInvalid, "", "empty"},
 		{"not json", `name: j`, "text/yaml", 415, api.CodeMediaType, "", "Content-Type"},
-		{"bad gpus", `{"name":"j","gpus":"lots","flavors":["A100-80G"],"regions":["eastus"]}`, "", 400, api.CodeInvalid, "", "invalid GPU amount"},
+		{"bad gpus", `{"name":"j","gpus":"lots","flavors":["A100-80G"],"regions":["eastus"]}`, "", 400, api.CodeInvalid, "gpus", "invalid GPU amount"},
 		{"invalid spec", `{"name":"j","gpus":1,"flavors":[],"regions":["eastus"],"priority":"urgent"}`, "", 400, api.CodeInvalid, "priority", "unknown priority class"},
 		{"unknown flavor", `{"name":"j","gpus":1,"flavors":["B200"],"regions":["eastus"]}`, "", 400, api.CodeInvalid, "flavors", "unknown GPU model"},
 		{"unknown region", `{"name":"j","gpus":1,"flavors":["A100-80G"],"regions":["mars"]}`, "", 400, api.CodeInvalid, "regions", "not in the fleet"},

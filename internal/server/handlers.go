@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 
@@ -132,8 +133,7 @@ func (s *Server) listRegions(w http.ResponseWriter, r *http.Request) error {
 			reg.Zones = append(reg.Zones, n.Zone)
 		}
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Region]{Items: out})
-	return nil
+	return writeSlice(s, w, r, out)
 }
 
 func contains(xs []string, x string) bool {
@@ -151,8 +151,7 @@ func (s *Server) listSKUs(w http.ResponseWriter, r *http.Request) error {
 	for _, k := range cat.SKUs {
 		out = append(out, api.SKU{Name: string(k.Name), Model: string(k.Model), GPUs: k.GPUs, VCPUs: k.VCPUs, MemoryGiB: k.MemoryGiB, QuotaFamily: k.QuotaFamily})
 	}
-	writeJSON(w, http.StatusOK, api.List[api.SKU]{Items: out})
-	return nil
+	return writeSlice(s, w, r, out)
 }
 
 func (s *Server) nodesOut(wd *world) []api.Node {
@@ -199,17 +198,21 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := s.nodesOut(wd)
-	if reg := r.URL.Query().Get("region"); reg != "" {
-		kept := out[:0]
-		for _, n := range out {
-			if n.Region == reg {
-				kept = append(kept, n)
-			}
-		}
-		out = kept
+	pg, err := s.newPage(r)
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Node]{Items: out})
+	reg := r.URL.Query().Get("region")
+	for i, n := range s.nodesOut(wd) { // in registration order, as wd.Nodes
+		key := store.RevKey(wd.Nodes[i].Seq) + "/" + n.ID
+		if pg.skip(key) || (reg != "" && n.Region != reg) {
+			continue
+		}
+		if !pg.add(key, n) {
+			break
+		}
+	}
+	pg.write(w)
 	return nil
 }
 
@@ -253,6 +256,9 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 	}
 	if _, ok := s.cat.Load().SKU(fleet.SKUName(req.SKU)); !ok {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "sku", "unknown SKU %q (see GET /v1/skus)", req.SKU)
+	}
+	if err := s.checkLabels("labels", req.Labels); err != nil {
+		return err
 	}
 	n := &store.Node{ID: fleet.NodeID(req.ID), Region: req.Region, Zone: req.Zone, Block: fleet.BlockID(req.Block), SKU: fleet.SKUName(req.SKU), Labels: req.Labels, Down: req.Down}
 	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
@@ -328,6 +334,9 @@ func (s *Server) quotasIn(qs []api.Quota, prefix string) ([]store.Quota, error) 
 		if q.Weight < 0 || q.Weight > 1e6 || q.Weight != q.Weight {
 			return nil, apiErr(http.StatusBadRequest, api.CodeInvalid, f+".weight", "weight must be between 0 and 1000000")
 		}
+		if q.Priority < -1_000_000 || q.Priority > 1_000_000 {
+			return nil, apiErr(http.StatusBadRequest, api.CodeInvalid, f+".priority", "priority must be between -1000000 and 1000000, got %d", q.Priority)
+		}
 		out = append(out, sq)
 	}
 	return out, nil
@@ -335,20 +344,25 @@ func (s *Server) quotasIn(qs []api.Quota, prefix string) ([]store.Quota, error) 
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) error {
 	p := who(r)
-	out := []api.Tenant{}
-	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
-		ts, err := store.List[store.Tenant](tx, "")
-		for _, t := range ts {
-			if p.admin || t.Name == p.tenant {
-				out = append(out, tenantOut(t))
-			}
-		}
+	pg, err := s.newPage(r)
+	if err != nil {
 		return err
+	}
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		if p.admin {
+			return scanPage(tx, pg, "", func(t *store.Tenant) (any, bool) { return tenantOut(t), true })
+		}
+		// A tenant reads its own object, not the list of everyone's.
+		t, err := store.Get[store.Tenant](tx, p.tenant)
+		if err == nil && p.tenant != "" && !pg.skip(t.Name) {
+			pg.add(t.Name, tenantOut(t))
+		}
+		return nil
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Tenant]{Items: out})
+	pg.write(w)
 	return nil
 }
 
@@ -522,8 +536,7 @@ func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := wd.Tree.Lookup(name); !ok {
 		return notFound("tenant", name)
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, []string{name}, r.URL.Query().Get("region"), s.now())})
-	return nil
+	return writeSlice(s, w, r, usage(wd, []string{name}, r.URL.Query().Get("region"), s.now()))
 }
 
 func (s *Server) allUsage(w http.ResponseWriter, r *http.Request) error {
@@ -545,8 +558,7 @@ func (s *Server) allUsage(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		names = []string{p.tenant}
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Usage]{Items: usage(wd, names, r.URL.Query().Get("region"), s.now())})
-	return nil
+	return writeSlice(s, w, r, usage(wd, names, r.URL.Query().Get("region"), s.now()))
 }
 
 // ---- events ----
@@ -560,18 +572,15 @@ func eventOut(e *store.Event) api.Event {
 // 60s) it waits for the first one (long poll).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var after int64
-	if v := q.Get("after"); v != "" {
-		if _, err := fmt.Sscanf(v, "%d", &after); err != nil || after < 0 {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "after", "after must be a sequence number, got %q", v)
-		}
+	after, err := optIntParam(q, "after", 0, math.MaxInt64, 0)
+	if err != nil {
+		return err
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		if _, err := fmt.Sscanf(v, "%d", &limit); err != nil || limit < 1 || limit > 1000 {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "limit", "limit must be between 1 and 1000, got %q", v)
-		}
+	limit64, err := optIntParam(q, "limit", 1, 1000, 100)
+	if err != nil {
+		return err
 	}
+	limit := int(limit64)
 	var wait api.Duration
 	if v := q.Get("wait"); v != "" {
 		if err := wait.UnmarshalYAMLScalar(v); err != nil || wait > api.Duration(60e9) {
@@ -590,19 +599,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			if err := checkPruned(tx, after); err != nil {
 				return err
 			}
-			var derr error
-			tx.ScanRaw(store.KindEvent, "", store.RevKey(after), func(key string, data []byte) bool {
-				var e store.Event
-				if derr = jsonUnmarshal(data, &e); derr != nil {
-					return false
-				}
-				out.Next = e.Seq
-				if p.admin || (e.Tenant == p.tenant && p.tenant != "") {
-					out.Items = append(out.Items, eventOut(&e))
-				}
+			var err error
+			out.Next, err = scanEvents(tx, p, after, func(e *store.Event) bool {
+				out.Items = append(out.Items, eventOut(e))
 				return len(out.Items) < limit
 			})
-			return derr
+			return err
 		})
 		if err != nil {
 			return err

@@ -156,8 +156,10 @@ func (s *Server) decodeError(err error) error {
 	case errors.As(err, &syn):
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "", "malformed JSON at byte %d: %v", syn.Offset, syn)
 	case errors.As(err, &typ):
-		field := typ.Field
-		return apiErr(http.StatusBadRequest, api.CodeInvalid, field, "expected %s, got JSON %s", typ.Type, typ.Value)
+		if api.IsValueError(typ) { // a GPU amount's or duration's own message
+			return apiErr(http.StatusBadRequest, api.CodeInvalid, typ.Field, "%s", typ.Value)
+		}
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, typ.Field, "expected %s, got JSON %s", typ.Type, typ.Value)
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
@@ -223,6 +225,10 @@ func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
 		}
 		if p.role == store.RoleMetrics && route != "GET /v1/whoami" {
 			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a metrics token may only scrape /metrics"))
+			return
+		}
+		if err := checkQuery(route, r.URL.Query()); err != nil {
+			s.writeErr(rec, err)
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))

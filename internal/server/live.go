@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -18,10 +19,14 @@ import (
 // (C, R]. A ConfigSeeded event, a snapshot older than the cache, or a
 // minute without a full read makes it read everything again.
 type liveCache struct {
-	mu       sync.Mutex
-	rev      int64
-	byKey    map[string]*liveEntry
-	order    []*liveEntry // byKey's entries in key order
+	mu    sync.Mutex
+	rev   int64
+	byKey map[string]*liveEntry
+	order []*liveEntry // byKey's entries in key order
+	// byNode holds the running entries by the nodes their replicas use, so
+	// that a reservation's utilization reads the work on its machines
+	// only (runningOn).
+	byNode   map[fleet.NodeID]map[string]*liveEntry
 	lastFull time.Time
 
 	// fresh holds workloads just committed by the submit handler, which
@@ -101,26 +106,110 @@ const fullReadEvery = time.Minute
 func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, []*workload.Workload, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ok, err := c.refresh(tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		ws, err := listLive(tx) // an older snapshot than the cache: read it whole
+		return ws, nil, err
+	}
+	ws := make([]*store.Workload, len(c.order))
+	sw := make([]*workload.Workload, len(c.order))
+	for i, e := range c.order {
+		ws[i], sw[i] = e.w, e.sched
+	}
+	return ws, sw, nil
+}
+
+// runningOn returns the live workloads of tx's snapshot with a replica on
+// one of nodes, in key order: the work on those machines only, not a
+// pass over every tenant's workloads.
+func (c *liveCache) runningOn(tx store.ReadTx, nodes []fleet.NodeID) ([]*store.Workload, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ok, err := c.refresh(tx)
+	if err != nil {
+		return nil, err
+	}
+	on := map[fleet.NodeID]bool{}
+	for _, n := range nodes {
+		on[n] = true
+	}
+	var out []*store.Workload
+	if !ok { // an older snapshot than the cache
+		all, err := listLive(tx)
+		for _, w := range all {
+			if w.Running != nil && slices.ContainsFunc(w.Running.Replicas, func(r workload.Replica) bool { return on[r.Node] }) {
+				out = append(out, w)
+			}
+		}
+		return out, err
+	}
+	seen := map[string]bool{}
+	for n := range on {
+		for k, e := range c.byNode[n] {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, e.w)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *store.Workload) int { return strings.Compare(a.Key(), b.Key()) })
+	return out, nil
+}
+
+// place and unplace keep byNode in step with an entry's assignment.
+func (c *liveCache) place(e *liveEntry) {
+	if e.w == nil || e.w.Running == nil {
+		return
+	}
+	for _, r := range e.w.Running.Replicas {
+		m := c.byNode[r.Node]
+		if m == nil {
+			m = map[string]*liveEntry{}
+			c.byNode[r.Node] = m
+		}
+		m[e.key] = e
+	}
+}
+
+func (c *liveCache) unplace(e *liveEntry) {
+	if e.w == nil || e.w.Running == nil {
+		return
+	}
+	for _, r := range e.w.Running.Replicas {
+		if m := c.byNode[r.Node]; m != nil {
+			delete(m, e.key)
+			if len(m) == 0 {
+				delete(c.byNode, r.Node)
+			}
+		}
+	}
+}
+
+// refresh brings the cache to tx's snapshot; false means the snapshot is
+// older than the cache (which is left as it is). Call it with c.mu held.
+func (c *liveCache) refresh(tx store.ReadTx) (bool, error) {
 	cur := tx.Revision()
 	switch {
 	case c.byKey == nil || time.Since(c.lastFull) > fullReadEvery:
 		if err := c.full(tx); err != nil {
-			return nil, nil, err
+			return false, err
 		}
 	case cur < c.rev:
-		ws, err := listLive(tx) // an older snapshot than the cache: read it whole
-		return ws, nil, err
+		return false, nil
 	case cur > c.rev:
 		changed, full, err := changedWorkloads(tx, c.rev)
 		if eventsPrunedThrough(tx) > c.rev {
 			full = true // the events since c.rev are no longer all there
 		}
 		if err != nil {
-			return nil, nil, err
+			return false, err
 		}
 		if full {
 			if err := c.full(tx); err != nil {
-				return nil, nil, err
+				return false, err
 			}
 			break
 		}
@@ -136,17 +225,21 @@ func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, []*workload.Worklo
 			if err != nil || !w.State.Live() {
 				if e != nil {
 					delete(c.byKey, k)
+					c.unplace(e)
 					e.w = nil // marks it for removal from order
 					removed = true
 				}
 				continue
 			}
 			if e != nil {
+				c.unplace(e)
 				e.w, e.sched = w, schedWorkload(w)
+				c.place(e)
 				continue
 			}
 			e = newLiveEntry(w)
 			c.byKey[k] = e
+			c.place(e)
 			added = append(added, e)
 		}
 		if len(added) > 0 || removed {
@@ -155,12 +248,7 @@ func (c *liveCache) live(tx store.ReadTx) ([]*store.Workload, []*workload.Worklo
 		c.rev = cur
 	}
 	c.dropFresh(c.rev)
-	ws := make([]*store.Workload, len(c.order))
-	sw := make([]*workload.Workload, len(c.order))
-	for i, e := range c.order {
-		ws[i], sw[i] = e.w, e.sched
-	}
-	return ws, sw, nil
+	return true, nil
 }
 
 // mergeEntries returns order without its removed entries (w nil) merged
@@ -189,10 +277,12 @@ func (c *liveCache) full(tx store.ReadTx) error {
 	}
 	c.byKey = make(map[string]*liveEntry, len(ws))
 	c.order = make([]*liveEntry, 0, len(ws))
+	c.byNode = map[fleet.NodeID]map[string]*liveEntry{}
 	for _, w := range ws {
 		e := newLiveEntry(w)
 		c.byKey[e.key] = e
 		c.order = append(c.order, e)
+		c.place(e)
 	}
 	slices.SortFunc(c.order, func(a, b *liveEntry) int { return strings.Compare(a.key, b.key) })
 	c.rev, c.lastFull = tx.Revision(), time.Now()

@@ -27,10 +27,8 @@ func (s *Server) updateNode(w http.ResponseWriter, r *http.Request) error {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "", "nothing to change: send drained and/or labels")
 	}
 	if req.Labels != nil {
-		for k, v := range *req.Labels {
-			if k == "" || len(k) > 63 || len(v) > 253 {
-				return apiErr(http.StatusBadRequest, api.CodeInvalid, "labels."+k, "label keys have 1-63 characters and values at most 253")
-			}
+		if err := s.checkLabels("labels", *req.Labels); err != nil {
+			return err
 		}
 	}
 	id := r.PathValue("id")

@@ -41,11 +41,19 @@ func (s *Server) listPartitions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []api.Partition{}
-	for _, p := range wd.Partitions {
-		out = append(out, partitionOut(wd, p))
+	pg, err := s.newPage(r)
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Partition]{Items: out})
+	for _, p := range wd.Partitions { // in name order
+		if pg.skip(p.Name) {
+			continue
+		}
+		if !pg.add(p.Name, partitionOut(wd, p)) {
+			break
+		}
+	}
+	pg.write(w)
 	return nil
 }
 

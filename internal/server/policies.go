@@ -320,18 +320,17 @@ func (s *Server) listPolicies(w http.ResponseWriter, r *http.Request) error {
 	if err := requireAdmin(r); err != nil {
 		return err
 	}
-	out := []api.Policy{}
-	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
-		ps, err := store.List[store.Policy](tx, "")
-		for _, p := range ps {
-			out = append(out, policyOut(p))
-		}
+	pg, err := s.newPage(r)
+	if err != nil {
 		return err
+	}
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		return scanPage(tx, pg, "", func(p *store.Policy) (any, bool) { return policyOut(p), true })
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Policy]{Items: out})
+	pg.write(w)
 	return nil
 }
 
@@ -377,31 +376,36 @@ func (s *Server) listFirings(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	out := []api.Firing{}
-	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+	pg, err := s.newPage(r)
+	if err != nil {
+		return err
+	}
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
 		if _, ok := tx.GetRaw(store.KindPolicy, name); !ok {
 			return notFound("policy", name)
 		}
-		fs, err := store.List[store.Firing](tx, "")
-		for _, f := range fs {
-			if f.Policy == name {
-				out = append(out, api.Firing{Seq: f.Seq, Policy: f.Policy, Rule: f.Rule, Event: f.Event, Time: f.Time, DryRun: f.DryRun, Text: f.Text})
-			}
-		}
-		return err
+		return scanPage(tx, pg, "", func(f *store.Firing) (any, bool) {
+			return api.Firing{Seq: f.Seq, Policy: f.Policy, Rule: f.Rule, Event: f.Event, Time: f.Time, DryRun: f.DryRun, Text: f.Text}, f.Policy == name
+		})
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Firing]{Items: out})
+	pg.write(w)
 	return nil
 }
 
 // ApplyPolicy applies a policy from its source, as POST /v1/policies does.
 func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) error {
+	if err := s.checkPolicySource(source); err != nil {
+		return err
+	}
 	var eng *policy.Engine
 	p := &store.Policy{Name: name, File: file, Source: source, AppliedAt: s.now()}
 	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+		if err := s.checkPolicyCount(tx, name); err != nil {
+			return err
+		}
 		wd, err := loadWorld(tx, s.cat.Load(), true)
 		if err != nil {
 			return err

@@ -108,13 +108,18 @@ func (s *Server) pruneBatch(ctx context.Context, now time.Time) (int, error) {
 		if s.opts.EventHistory > 0 {
 			oldest = tx.Revision() - s.opts.EventHistory
 		}
-		var doomed []string
+		type doomedEvent struct {
+			seq    int64
+			tenant string
+		}
+		var doomed []doomedEvent
 		var through int64
 		var derr error
-		tx.ScanRaw(store.KindEvent, "", "", func(key string, data []byte) bool {
+		tx.ScanRaw(store.KindEvent, "", "", func(_ string, data []byte) bool {
 			var e struct {
-				Seq  int64     `json:"seq"`
-				Time time.Time `json:"time"`
+				Seq    int64     `json:"seq"`
+				Time   time.Time `json:"time"`
+				Tenant string    `json:"tenant"`
 			}
 			if derr = json.Unmarshal(data, &e); derr != nil {
 				return false
@@ -124,14 +129,14 @@ func (s *Server) pruneBatch(ctx context.Context, now time.Time) (int, error) {
 			if !old && !behind {
 				return false
 			}
-			doomed, through = append(doomed, key), e.Seq
+			doomed, through = append(doomed, doomedEvent{e.Seq, e.Tenant}), e.Seq
 			return len(doomed) < pruneBatch
 		})
 		if derr != nil || len(doomed) == 0 {
 			return derr
 		}
-		for _, k := range doomed {
-			if err := tx.DeleteRaw(store.KindEvent, k); err != nil {
+		for _, d := range doomed {
+			if err := store.DeleteEvent(tx, d.seq, d.tenant); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -18,6 +19,12 @@ const maxReservation = 10_000
 // reservationOut adds utilization: reserved capacity, what the owner's
 // workloads on it use, and what others' preemptible work borrows of it.
 func reservationOut(wd *world, r *store.Reservation) api.Reservation {
+	return reservationOutWith(wd.Catalog, r, wd.Workloads)
+}
+
+// reservationOutWith is reservationOut from the live workloads running
+// on the reservation's machines (others are ignored).
+func reservationOutWith(cat *fleet.Catalog, r *store.Reservation, running []*store.Workload) api.Reservation {
 	o := api.Reservation{Name: r.Name, Tenant: r.Tenant, Region: r.Region, Zone: r.Zone, SKU: string(r.SKU),
 		Capacity: r.Count, Start: r.Start, End: r.End, Nodes: []string{}, Revision: r.Meta.Revision}
 	on := map[fleet.NodeID]bool{}
@@ -25,10 +32,10 @@ func reservationOut(wd *world, r *store.Reservation) api.Reservation {
 		o.Nodes = append(o.Nodes, string(n))
 		on[n] = true
 	}
-	if sku, ok := wd.Catalog.SKU(r.SKU); ok {
+	if sku, ok := cat.SKU(r.SKU); ok {
 		o.ReservedGPUs = api.GPUs(resource.GPUs(sku.GPUs * r.Count))
 	}
-	for _, x := range wd.Workloads {
+	for _, x := range running {
 		if x.Running == nil {
 			continue
 		}
@@ -53,17 +60,28 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	wd, err := s.readWorld(r, true)
+	pg, err := s.newPage(r)
 	if err != nil {
 		return err
 	}
-	out := []api.Reservation{}
-	for _, x := range wd.Reservations {
-		if x.Tenant == tenant {
-			out = append(out, reservationOut(wd, x))
-		}
+	// The tenant's own reservations and the work on their machines: no
+	// pass over other tenants' objects.
+	cat := s.cat.Load()
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var rerr error
+		err := scanPage(tx, pg, tenant+"/", func(x *store.Reservation) (any, bool) {
+			running, err := s.live.runningOn(tx, x.Nodes)
+			if err != nil {
+				rerr = err
+			}
+			return reservationOutWith(cat, x, running), true
+		})
+		return errors.Join(err, rerr)
+	})
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Reservation]{Items: out})
+	pg.write(w)
 	return nil
 }
 
@@ -81,15 +99,23 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wd, err := s.readWorld(r, true)
+	var out api.Reservation
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		x, err := store.Get[store.Reservation](tx, store.ReservationKey(tenant, r.PathValue("name")))
+		if err != nil {
+			return notFound("reservation", r.PathValue("name"))
+		}
+		running, err := s.live.runningOn(tx, x.Nodes)
+		if err != nil {
+			return err
+		}
+		out = reservationOutWith(s.cat.Load(), x, running)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	x := findReservation(wd, tenant, r.PathValue("name"))
-	if x == nil {
-		return notFound("reservation", r.PathValue("name"))
-	}
-	writeJSON(w, http.StatusOK, reservationOut(wd, x))
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -114,6 +140,10 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "capacity", "capacity must be between 1 and %d machines, got %d", maxReservation, req.Capacity)
 	case req.Region == "":
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "region", "a reservation needs a region")
+	case !validName(req.Region):
+		return badName("region", req.Region)
+	case req.Zone != "" && !validName(req.Zone):
+		return badName("zone", req.Zone)
 	case !req.End.IsZero() && !req.End.After(req.Start):
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "end", "end must be after start")
 	}
@@ -129,12 +159,18 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		if _, ok := tx.GetRaw(store.KindReservation, store.ReservationKey(tenant, req.Name)); ok {
 			return apiErr(http.StatusConflict, api.CodeConflict, "name", "reservation %q already exists", req.Name)
 		}
+		if err := s.checkReservationCount(tx, tenant); err != nil {
+			return err
+		}
 		var err error
 		if wd, err = loadWorld(tx, s.cat.Load(), true); err != nil {
 			return err
 		}
 		if !wd.Fleet.HasRegion(req.Region) {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, "region", "region %q is not in the fleet (see GET /v1/regions)", req.Region)
+		}
+		if err := checkZone(wd, req.Region, req.Zone); err != nil {
+			return err
 		}
 		res = &store.Reservation{Tenant: tenant, Name: req.Name, Region: req.Region, Zone: req.Zone, SKU: fleet.SKUName(req.SKU), Count: req.Capacity, Start: req.Start, End: req.End}
 		tr := tenancy.Reservation{Name: req.Name, Owner: tenant, Region: req.Region, Zone: req.Zone, SKU: res.SKU, Count: req.Capacity}
@@ -261,4 +297,17 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error
 	s.notify(true)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// checkZone refuses a zone that no machine of the region is in.
+func checkZone(wd *world, region, zone string) error {
+	if zone == "" {
+		return nil
+	}
+	for _, n := range wd.Fleet.Nodes {
+		if n.Region == region && n.Zone == zone {
+			return nil
+		}
+	}
+	return apiErr(http.StatusBadRequest, api.CodeInvalid, "zone", "zone %q is not a zone of region %s (see GET /v1/regions)", zone, region)
 }

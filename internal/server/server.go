@@ -84,6 +84,9 @@ type Options struct {
 	// MaxGraceClass replaces it for a priority class (see grace.go).
 	MaxGrace      time.Duration
 	MaxGraceClass map[workload.Priority]time.Duration
+	// Limits bound tenants' objects, fields and answers (zero values: the
+	// defaults, config.DefaultLimits; see limits.go).
+	Limits config.Limits
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a
@@ -112,8 +115,10 @@ type Server struct {
 	settledMu  sync.Mutex
 	settled    *settled
 	tokens     tokenCache
+	pageKey    []byte // signs continue tokens (paging.go)
 	handler    http.Handler
 	agents     agents
+	limits     config.Limits // Options.Limits with defaults
 }
 
 // New creates a server over a store and makes sure the admin token is the
@@ -164,8 +169,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.SpotNotice == 0 {
 		o.SpotNotice = 30 * time.Second
 	}
+	if err := o.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s := &Server{
-		opts: o, st: o.Store, log: o.Logger, now: o.Clock,
+		opts: o, st: o.Store, log: o.Logger, now: o.Clock, limits: o.Limits.WithDefaults(),
 		kick:    make(chan struct{}, 1),
 		changed: make(chan struct{}),
 		limiter: newLimiter(o.RateLimit, o.Burst, o.Clock),
@@ -181,6 +189,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	err := s.st.Update(ctx, func(tx store.WriteTx) error {
 		var err error
 		if cat, err = loadCatalog(tx); err != nil {
+			return err
+		}
+		if s.pageKey, err = loadContinueKey(tx); err != nil {
 			return err
 		}
 		return setAdminToken(tx, o.AdminToken, s.now())

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -35,9 +37,9 @@ func wantsSSE(r *http.Request) bool {
 // only its own events. The stream ends when the client goes away.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int64) error {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		var n int64
-		if _, err := fmt.Sscanf(id, "%d", &n); err != nil || n < 0 {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "Last-Event-ID", "Last-Event-ID must be a sequence number, got %q", id)
+		n, err := intParam(url.Values{"Last-Event-ID": {id}}, "Last-Event-ID", 0, math.MaxInt64)
+		if err != nil {
+			return err
 		}
 		after = max(after, n)
 	}
@@ -66,25 +68,17 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int6
 				if err := checkPruned(tx, after); err != nil {
 					return err // fell behind the pruner
 				}
-				var derr error
-				tx.ScanRaw(store.KindEvent, "", store.RevKey(after), func(key string, data []byte) bool {
-					var e store.Event
-					if derr = jsonUnmarshal(data, &e); derr != nil {
+				var err error
+				after, err = scanEvents(tx, p, after, func(e *store.Event) bool {
+					b, err := json.Marshal(eventOut(e))
+					if err != nil {
 						return false
 					}
-					after = e.Seq
+					fmt.Fprintf(&buf, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, sseField(e.Type), b)
 					n++
-					if p.admin || (e.Tenant == p.tenant && p.tenant != "") {
-						b, err := json.Marshal(eventOut(&e))
-						if err != nil {
-							derr = err
-							return false
-						}
-						fmt.Fprintf(&buf, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, sseField(e.Type), b)
-					}
 					return n < 1000
 				})
-				return derr
+				return err
 			})
 			if err != nil {
 				// Headers are sent: end the stream with an error event; the

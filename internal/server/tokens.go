@@ -35,7 +35,7 @@ const bootstrapAdminID = "admin"
 const lastUseFlush = time.Minute
 
 func init() {
-	docs["GET /v1/tokens"] = routeDoc{summary: "List tokens (ID, name, role, scope, creation, last use, expiry; never secrets). The admin sees all, a tenant token its own tenant's", resp: api.List[api.Token]{}}
+	docs["GET /v1/tokens"] = routeDoc{summary: "List tokens (ID, name, role, scope, creation, last use, expiry; never secrets), oldest first. The admin sees all, a tenant token its own tenant's", resp: api.List[api.Token]{}, query: pageQuery}
 	docs["POST /v1/tokens"] = routeDoc{summary: "Create a token of a role: admin, tenant (tenant), node (node) or metrics. The admin may create any; a tenant token only tenant tokens of its own tenant, expiring no later than itself. The secret is returned once", req: api.TokenCreate{}, resp: api.Token{}, status: 201}
 	docs["DELETE /v1/tokens/{id}"] = routeDoc{summary: "Revoke a token: it is refused from the next request on. A tenant token may revoke its own tenant's tokens"}
 	docs["POST /v1/tokens/{id}/rotate"] = routeDoc{summary: "Give a token a new secret (same ID, name, role); the old secret is refused at once. The new secret is returned once", resp: api.Token{}}
@@ -187,14 +187,23 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Items = append(out.Items, tokenOut(t))
 	}
-	sort.Slice(out.Items, func(i, j int) bool {
-		a, b := out.Items[i], out.Items[j]
-		if !a.CreatedAt.Equal(b.CreatedAt) {
-			return a.CreatedAt.Before(b.CreatedAt)
+	// Pages in creation order, keyed by (creation time, ID): stable while
+	// tokens come and go, and the continue token carries no hash.
+	key := func(t api.Token) string { return fmt.Sprintf("%020d/%s", t.CreatedAt.UnixNano(), t.ID) }
+	sort.Slice(out.Items, func(i, j int) bool { return key(out.Items[i]) < key(out.Items[j]) })
+	pg, err := s.newPage(r)
+	if err != nil {
+		return err
+	}
+	for _, t := range out.Items {
+		if pg.skip(key(t)) {
+			continue
 		}
-		return a.ID < b.ID
-	})
-	writeJSON(w, http.StatusOK, out)
+		if !pg.add(key(t), t) {
+			break
+		}
+	}
+	pg.write(w)
 	return nil
 }
 

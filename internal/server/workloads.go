@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -87,6 +88,9 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	if f, msg := req.Command.Validate(); f != "" {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, f, "%s", msg)
 	}
+	if err := s.checkWorkloadFields(&req); err != nil {
+		return err
+	}
 	if err := s.checkGrace(spec); err != nil {
 		return err
 	}
@@ -114,8 +118,12 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	// The stored time as it reads back (UTC, no monotonic reading), so that
 	// the object handed to the live cache equals the stored one.
 	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now().UTC().Round(0), Command: commandIn(req.Command)}
+	size := storedSize(obj)
 	err = s.st.Batch(r.Context(), func(tx store.WriteTx) error {
 		if err := checkSubmitPriority(tx, tenant, spec.Priority); err != nil {
+			return err
+		}
+		if err := s.checkQueued(tx, tenant, size); err != nil {
 			return err
 		}
 		if spec.Reservation != "" {
@@ -148,30 +156,32 @@ func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefi
 	if state == api.StateStarting || state == api.StateWaitingForGPUs {
 		stored = api.StateRunning
 	}
-	out := []api.Workload{}
-	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
-		ws, err := store.List[store.Workload](tx, prefix)
-		if err != nil {
-			return err
-		}
-		ws = slices.DeleteFunc(ws, func(x *store.Workload) bool { return stored != "" && string(x.State) != stored })
-		shown, err := shownStates(tx, ws)
-		if err != nil {
-			return err
-		}
-		for i, x := range ws {
-			if state == "" || shown[i] == state {
-				o := workloadOut(x)
-				o.State = shown[i]
-				out = append(out, o)
+	pg, err := s.newPage(r)
+	if err != nil {
+		return err
+	}
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		sh := newShower(tx)
+		var serr error
+		err := scanPage(tx, pg, prefix, func(x *store.Workload) (any, bool) {
+			if stored != "" && string(x.State) != stored {
+				return nil, false
 			}
-		}
-		return nil
+			shown, err := sh.show(x)
+			if err != nil {
+				serr = err
+				return nil, false
+			}
+			o := workloadOut(x)
+			o.State = shown
+			return o, state == "" || shown == state
+		})
+		return errors.Join(err, serr)
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.List[api.Workload]{Items: out})
+	pg.write(w)
 	return nil
 }
 

@@ -107,6 +107,13 @@ func OpenBolt(path string, o *BoltOptions) (*BoltStore, error) {
 				return err
 			}
 		}
+		bt := &boltTx{tx: tx}
+		if bt.counter(indexVersionKey) < indexVersion {
+			if err := rebuildIndexes(bt); err != nil {
+				return err
+			}
+			bt.setCounter(indexVersionKey, indexVersion)
+		}
 		return nil
 	})
 	if err != nil {

@@ -37,7 +37,8 @@ const (
 )
 
 // Kinds lists every kind, in a fixed order.
-var Kinds = []Kind{KindTenant, KindNode, KindReservation, KindWorkload, KindPolicy, KindFiring, KindToken, KindEvent, KindSetting, KindPartition}
+var Kinds = []Kind{KindTenant, KindNode, KindReservation, KindWorkload, KindPolicy, KindFiring, KindToken, KindEvent, KindSetting, KindPartition,
+	KindEventIndex, KindLiveIndex, KindCount}
 
 func (k Kind) String() string { return string(k) }
 
@@ -176,7 +177,13 @@ func Put(tx WriteTx, obj Object, expect int64) error {
 	if err != nil {
 		return fmt.Errorf("store: encoding %s %q: %w", k, key, err)
 	}
-	return tx.PutRaw(k, key, data)
+	if err := tx.PutRaw(k, key, data); err != nil {
+		return err
+	}
+	if ix, ok := obj.(indexed); ok {
+		return ix.index(tx, len(data))
+	}
+	return nil
 }
 
 // Delete removes an object; ErrNotFound when absent.
@@ -185,6 +192,9 @@ func Delete(tx WriteTx, k Kind, key string) error {
 		return fmt.Errorf("%w: %s %q", ErrNotFound, k, key)
 	}
 	tx.NextRevision(k)
+	if err := unindex(tx, k, key); err != nil {
+		return err
+	}
 	return tx.DeleteRaw(k, key)
 }
 
