@@ -34,16 +34,6 @@ type principal struct {
 	expires time.Time // zero: never
 }
 
-// nodeRoutes are the routes a node token may call: its agent registers
-// and heartbeats its own node (the handlers check which) and looks up
-// machine sizes.
-var nodeRoutes = map[string]bool{
-	"POST /v1/nodes":                true,
-	"POST /v1/nodes/{id}/heartbeat": true,
-	"GET /v1/skus":                  true,
-	"GET /v1/whoami":                true,
-}
-
 // requireNode lets the admin and the token of node id through.
 func requireNode(r *http.Request, id string) error {
 	if p := who(r); p.admin || (p.node != "" && p.node == id) {
@@ -199,10 +189,12 @@ func (r *recorder) Flush() {
 // handlerFunc is an API handler: it answers or returns an error.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// route registers an authenticated API route.
-func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
-	route := pattern
-	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+// route registers an authenticated API route: it rate-limits and
+// authenticates the request, enforces the route's access rule, checks
+// its query parameters, then runs the handler.
+func (s *Server) route(mux *http.ServeMux, rt apiRoute) {
+	route, h := rt.pattern, rt.h
+	mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
 		defer func() {
@@ -219,15 +211,11 @@ func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
 		if !ok {
 			return
 		}
-		if p.role == store.RoleNode && !nodeRoutes[route] {
-			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a node token may only register and heartbeat its node"))
+		if err := rt.auth.authorize(p, r); err != nil {
+			s.writeErr(rec, err)
 			return
 		}
-		if p.role == store.RoleMetrics && route != "GET /v1/whoami" {
-			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a metrics token may only scrape /metrics"))
-			return
-		}
-		if err := checkQuery(route, r.URL.Query()); err != nil {
+		if err := checkQuery(rt, r.URL.Query()); err != nil {
 			s.writeErr(rec, err)
 			return
 		}
@@ -286,15 +274,15 @@ func sourceOf(r *http.Request) string {
 	return ip.String()
 }
 
-// guard serves h to the admin and to tokens of role, after admit.
-func (s *Server) guard(role string, h http.Handler) http.Handler {
+// guard serves h to the principals rule a admits, after admit.
+func (s *Server) guard(a access, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := s.admit(w, r)
 		if !ok {
 			return
 		}
-		if !p.admin && p.role != role {
-			s.writeErr(w, apiErr(http.StatusForbidden, api.CodeForbidden, "", "this needs the admin token or a %s token", role))
+		if err := a.authorize(p, r); err != nil {
+			s.writeErr(w, err)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -454,13 +442,13 @@ func (s *Server) routes() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.Handle("GET /metrics", s.guard(store.RoleMetrics, s.MetricsHandler()))
+	mux.Handle("GET /metrics", s.guard(metricsScrape, s.MetricsHandler()))
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(s.openAPI)
 	})
 	for _, rt := range s.apiRoutes() {
-		s.route(mux, rt.pattern, rt.h)
+		s.route(mux, rt)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
@@ -496,8 +484,3 @@ type probe struct {
 func (p *probe) Header() http.Header         { return p.header }
 func (p *probe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *probe) WriteHeader(code int)        { p.status = code }
-
-type apiRoute struct {
-	pattern string
-	h       handlerFunc
-}
