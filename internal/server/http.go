@@ -64,9 +64,12 @@ var errForbidden = apiErr(http.StatusForbidden, api.CodeForbidden, "", "this nee
 // errors.Is/As, anything else is a 500 (logged, not shown).
 func (s *Server) toAPIError(err error) *api.Error {
 	var ae *api.Error
+	var inUse *TenantInUseError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &inUse):
+		return apiErr(http.StatusConflict, api.CodeConflict, "", "%s", inUse.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return apiErr(http.StatusNotFound, api.CodeNotFound, "", "%s", strings.TrimPrefix(err.Error(), "store: "))
 	case errors.Is(err, store.ErrExists):

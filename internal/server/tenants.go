@@ -191,39 +191,12 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 		if err := tenantExists(tx, name); err != nil {
 			return err
 		}
-		ts, err := store.List[store.Tenant](tx, "")
+		d, err := loadTenantDependents(tx, name)
 		if err != nil {
 			return err
 		}
-		for _, t := range ts {
-			if t.Parent == name {
-				return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q has child tenant %q; delete it first", name, t.Name)
-			}
-		}
-		ws, err := store.List[store.Workload](tx, name+"/")
-		if err != nil {
+		if err := tenantDeleteBlocker(name, d); err != nil {
 			return err
-		}
-		for _, x := range ws {
-			if x.State.Live() {
-				return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q has live workload %q; cancel it first", name, x.Spec.Name)
-			}
-		}
-		rs, err := store.List[store.Reservation](tx, name+"/")
-		if err != nil {
-			return err
-		}
-		if len(rs) > 0 {
-			return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q owns reservation %q; delete it first", name, rs[0].Name)
-		}
-		ps, err := store.List[store.Partition](tx, "")
-		if err != nil {
-			return err
-		}
-		for _, p := range ps {
-			if p.Tenant == name {
-				return apiErr(http.StatusConflict, api.CodeConflict, "", "tenant %q owns partition %q; delete it first", name, p.Name)
-			}
 		}
 		if err := deleteTenantHistory(tx, name); err != nil {
 			return err
