@@ -105,7 +105,7 @@ func (s *Server) setAllowedPriorities(w http.ResponseWriter, r *http.Request) er
 		if err := store.Put(tx, t, t.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "AllowedPrioritiesChanged", Object: "tenants/" + name, Tenant: name,
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventAllowedPrioritiesChanged.String(), Object: store.TenantObject(name), Tenant: name,
 			Message: workload.SetOf(list...).String()})
 	})
 	if err != nil {

@@ -145,7 +145,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, t, store.MustNotExist); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "TenantCreated", Object: "tenants/" + t.Name, Tenant: t.Name})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventTenantCreated.String(), Object: store.TenantObject(t.Name), Tenant: t.Name})
 	})
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ func (s *Server) setQuotas(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, t, t.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "QuotasChanged", Object: "tenants/" + name, Tenant: name})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventQuotasChanged.String(), Object: store.TenantObject(name), Tenant: name})
 	})
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Delete(tx, store.KindTenant, name); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "TenantDeleted", Object: "tenants/" + name})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventTenantDeleted.String(), Object: store.TenantObject(name)})
 	})
 	if err != nil {
 		return err
