@@ -36,20 +36,6 @@ const (
 	LabelHost  = api.LabelHost  // the host other replicas reach it at
 )
 
-func init() {
-	docs["POST /v1/nodes/{id}/heartbeat"] = routeDoc{summary: "Agent heartbeat: GPUs, running replicas, reports; answers the node's tasks (long-polls with wait). Admin or the node's token", admin: true, req: api.Heartbeat{}, resp: api.HeartbeatReply{}}
-	docs["POST /v1/nodes/{id}/tokens"] = routeDoc{summary: "Create a node token for the node's agent: it may register and heartbeat that node only (the secret is returned once)", admin: true, req: api.TokenRequest{}, resp: api.Token{}, status: 201}
-	docs["GET /v1/tenants/{tenant}/workloads/{name}/logs"] = routeDoc{summary: "A replica's output, fetched from its node's agent (text)", query: []string{"replica", "tail"}}
-}
-
-func (s *Server) agentRoutes() []apiRoute {
-	return []apiRoute{
-		{"POST /v1/nodes/{id}/heartbeat", s.heartbeat},
-		{"POST /v1/nodes/{id}/tokens", s.createNodeToken},
-		{"GET /v1/tenants/{tenant}/workloads/{name}/logs", s.workloadLogs},
-	}
-}
-
 // agents tracks heartbeats in memory: a restarted server gives every
 // agent-run node a full NodeLostAfter before it counts it lost.
 type agents struct {
@@ -77,9 +63,8 @@ func (a *agents) seen(id fleet.NodeID, now time.Time, logURL, logKey string) {
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
-	if err := requireNode(r, r.PathValue("id")); err != nil {
-		return err
-	}
+	// The route's rule (nodeSelf) let only the admin and this node's
+	// token through.
 	var hb api.Heartbeat
 	if err := s.decode(w, r, &hb); err != nil {
 		return err
@@ -223,7 +208,7 @@ func (s *Server) applyHeartbeat(ctx context.Context, id fleet.NodeID, hb api.Hea
 					return err
 				}
 				changed = true
-				return store.AppendEvent(tx, &store.Event{Time: now, Type: "NodeRecovered", Object: "nodes/" + string(id), Message: "its agent heartbeats again and runs no stale process"})
+				return store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventNodeRecovered.String(), Object: store.NodeObject(id), Message: "its agent heartbeats again and runs no stale process"})
 			}
 		}
 		return nil
@@ -348,7 +333,7 @@ func (s *Server) watchNodes(ctx context.Context) {
 					return err
 				}
 				msg := fmt.Sprintf("no heartbeat for more than %v (its lease) plus %v (the longest grace period of its replicas)", after, grace)
-				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "NodeLost", Object: "nodes/" + string(id), Message: msg}); err != nil {
+				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventNodeLost.String(), Object: store.NodeObject(id), Message: msg}); err != nil {
 					return err
 				}
 				ids = append(ids, id)

@@ -23,7 +23,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/config"
-	"github.com/arbiterhq/arbiter/internal/server/loadgen"
+	"github.com/arbiterhq/arbiter/internal/loadgen"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -120,12 +120,12 @@ func BenchmarkSubmitAtRate(b *testing.B) {
 }
 
 // submitFromProcess is BenchmarkSubmitAtRate with the load generator in
-// its own process (./loadgen/cmd), as clients are in real use: the server's
+// its own process (internal/loadgen/cmd), as clients are in real use: the server's
 // process then schedules only its own goroutines. Both still share the
 // machine's cores.
 func submitFromProcess(b *testing.B, rate float64) {
 	gen := filepath.Join(b.TempDir(), "loadgen")
-	if out, err := exec.Command("go", "build", "-o", gen, "./loadgen/cmd").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", gen, "../loadgen/cmd").CombinedOutput(); err != nil {
 		b.Fatalf("building the load generator: %v\n%s", err, out)
 	}
 	e := benchServerWith(b)

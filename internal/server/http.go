@@ -8,12 +8,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,42 +19,6 @@ import (
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 )
-
-// principal is who a request acts for.
-type principal struct {
-	admin   bool
-	role    string // store.RoleAdmin, RoleTenant, RoleNode or RoleMetrics
-	id      string // the token's ID
-	tenant  string
-	node    string // a node (agent) token: its node
-	hash    string
-	expires time.Time // zero: never
-}
-
-// nodeRoutes are the routes a node token may call: its agent registers
-// and heartbeats its own node (the handlers check which) and looks up
-// machine sizes.
-var nodeRoutes = map[string]bool{
-	"POST /v1/nodes":                true,
-	"POST /v1/nodes/{id}/heartbeat": true,
-	"GET /v1/skus":                  true,
-	"GET /v1/whoami":                true,
-}
-
-// requireNode lets the admin and the token of node id through.
-func requireNode(r *http.Request, id string) error {
-	if p := who(r); p.admin || (p.node != "" && p.node == id) {
-		return nil
-	}
-	return apiErr(http.StatusForbidden, api.CodeForbidden, "", "this token may not act for node %q", id)
-}
-
-type ctxKey struct{}
-
-func who(r *http.Request) principal {
-	p, _ := r.Context().Value(ctxKey{}).(principal)
-	return p
-}
 
 // apiErr builds an error answer.
 func apiErr(status int, code, field, format string, args ...any) *api.Error {
@@ -74,9 +35,12 @@ var errForbidden = apiErr(http.StatusForbidden, api.CodeForbidden, "", "this nee
 // errors.Is/As, anything else is a 500 (logged, not shown).
 func (s *Server) toAPIError(err error) *api.Error {
 	var ae *api.Error
+	var inUse *TenantInUseError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &inUse):
+		return apiErr(http.StatusConflict, api.CodeConflict, "", "%s", inUse.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return apiErr(http.StatusNotFound, api.CodeNotFound, "", "%s", strings.TrimPrefix(err.Error(), "store: "))
 	case errors.Is(err, store.ErrExists):
@@ -199,10 +163,12 @@ func (r *recorder) Flush() {
 // handlerFunc is an API handler: it answers or returns an error.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// route registers an authenticated API route.
-func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
-	route := pattern
-	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+// route registers an authenticated API route: it rate-limits and
+// authenticates the request, enforces the route's access rule, checks
+// its query parameters, then runs the handler.
+func (s *Server) route(mux *http.ServeMux, rt apiRoute) {
+	route, h := rt.pattern, rt.h
+	mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
 		defer func() {
@@ -219,15 +185,11 @@ func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
 		if !ok {
 			return
 		}
-		if p.role == store.RoleNode && !nodeRoutes[route] {
-			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a node token may only register and heartbeat its node"))
+		if err := rt.auth.authorize(p, r); err != nil {
+			s.writeErr(rec, err)
 			return
 		}
-		if p.role == store.RoleMetrics && route != "GET /v1/whoami" {
-			s.writeErr(rec, apiErr(http.StatusForbidden, api.CodeForbidden, "", "a metrics token may only scrape /metrics"))
-			return
-		}
-		if err := checkQuery(route, r.URL.Query()); err != nil {
+		if err := checkQuery(rt, r.URL.Query()); err != nil {
 			s.writeErr(rec, err)
 			return
 		}
@@ -236,204 +198,6 @@ func (s *Server) route(mux *http.ServeMux, pattern string, h handlerFunc) {
 			s.writeErr(rec, err)
 		}
 	})
-}
-
-// admit rate-limits and authenticates a request, or answers it. A source
-// address that sent too many requests without a valid token is refused
-// before its token is even looked at (429 with Retry-After); a valid
-// token then spends its own budget.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (principal, bool) {
-	src := sourceOf(r)
-	if s.sources.empty(src) {
-		s.writeErr(w, apiErr(http.StatusTooManyRequests, api.CodeRateLimited, "", "too many requests without a valid token from this address; retry later"))
-		return principal{}, false
-	}
-	p, err := s.authenticate(r)
-	if err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
-			s.sources.allow(src)
-		}
-		s.writeErr(w, err)
-		return principal{}, false
-	}
-	if !s.limiter.allow(p.hash) {
-		s.writeErr(w, apiErr(http.StatusTooManyRequests, api.CodeRateLimited, "", "rate limit of this token exceeded; retry later"))
-		return principal{}, false
-	}
-	s.tokens.touch(p.hash, s.now())
-	return p, true
-}
-
-// sourceOf is the rate-limiting key of a request's peer: its IP address
-// (an IPv6 address by its /64, what one host usually holds). Headers
-// such as X-Forwarded-For are not trusted.
-func sourceOf(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		if pfx, err := ip.Prefix(64); err == nil {
-			return pfx.String()
-		}
-	}
-	return ip.String()
-}
-
-// guard serves h to the admin and to tokens of role, after admit.
-func (s *Server) guard(role string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := s.admit(w, r)
-		if !ok {
-			return
-		}
-		if !p.admin && p.role != role {
-			s.writeErr(w, apiErr(http.StatusForbidden, api.CodeForbidden, "", "this needs the admin token or a %s token", role))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// authenticate checks the bearer token. The secret is hashed at once and
-// never logged.
-func (s *Server) authenticate(r *http.Request) (principal, error) {
-	h := r.Header.Get("Authorization")
-	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || strings.TrimSpace(secret) == "" {
-		return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "send Authorization: Bearer <token>")
-	}
-	hash := HashToken(strings.TrimSpace(secret))
-	var p principal
-	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
-		var err error
-		p, err = s.tokens.lookup(tx, hash)
-		return err
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "unknown or revoked token")
-	}
-	if err == nil && !p.expires.IsZero() && !s.now().Before(p.expires) {
-		return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "token expired")
-	}
-	return p, err
-}
-
-// tokenCache keeps the principals of tokens seen, valid while no token
-// has been created or revoked: every request still reads the tokens'
-// revision in its own snapshot, so a revoked token stops working at once,
-// but it does not decode the token each time.
-type tokenCache struct {
-	mu  sync.Mutex
-	rev int64
-	by  map[string]principal
-	use lastUse
-}
-
-func (c *tokenCache) lookup(tx store.ReadTx, hash string) (principal, error) {
-	rev := tx.KindRevision(store.KindToken)
-	c.mu.Lock()
-	if c.rev == rev {
-		if p, ok := c.by[hash]; ok {
-			c.mu.Unlock()
-			return p, nil
-		}
-	}
-	c.mu.Unlock()
-	tok, err := store.Get[store.Token](tx, hash)
-	if err != nil {
-		return principal{}, err
-	}
-	p := principalOf(tok)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case rev > c.rev:
-		c.rev, c.by = rev, map[string]principal{}
-	case rev < c.rev:
-		return p, nil // an older snapshot than the cache's: do not mix them
-	}
-	if len(c.by) < 100_000 {
-		c.by[hash] = p
-	}
-	return p, nil
-}
-
-// limiter is a token bucket per key: per API token after
-// authentication, per source address before it. It holds at most max
-// buckets: when full, it drops the buckets that have refilled (they
-// would start full anyway), and only if none has, all of them.
-type limiter struct {
-	rate  float64
-	burst float64
-	max   int
-	now   func() time.Time
-	mu    sync.Mutex
-	b     map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
-	return &limiter{rate: rate, burst: float64(burst), max: 100_000, now: now, b: map[string]*bucket{}}
-}
-
-// empty reports whether key's bucket has no request left (without
-// spending one).
-func (l *limiter) empty(key string) bool {
-	if l.rate < 0 {
-		return false
-	}
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.b[key]
-	return ok && min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate) < 1
-}
-
-// sweep drops the buckets that have refilled; l.mu is held.
-func (l *limiter) sweep(now time.Time) {
-	for k, b := range l.b {
-		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
-			delete(l.b, k)
-		}
-	}
-	if len(l.b) >= l.max {
-		clear(l.b)
-	}
-}
-
-func (l *limiter) allow(key string) bool {
-	if l.rate < 0 {
-		return true
-	}
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.b[key]
-	if !ok {
-		if len(l.b) >= l.max {
-			l.sweep(now)
-		}
-		b = &bucket{tokens: l.burst, last: now}
-		l.b[key] = b
-	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
 // routes wires every endpoint.
@@ -454,13 +218,13 @@ func (s *Server) routes() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	mux.Handle("GET /metrics", s.guard(store.RoleMetrics, s.MetricsHandler()))
+	mux.Handle("GET /metrics", s.guard(metricsScrape, s.MetricsHandler()))
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(s.openAPI)
 	})
 	for _, rt := range s.apiRoutes() {
-		s.route(mux, rt.pattern, rt.h)
+		s.route(mux, rt)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
@@ -496,8 +260,3 @@ type probe struct {
 func (p *probe) Header() http.Header         { return p.header }
 func (p *probe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *probe) WriteHeader(code int)        { p.status = code }
-
-type apiRoute struct {
-	pattern string
-	h       handlerFunc
-}

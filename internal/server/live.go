@@ -316,19 +316,19 @@ func changedWorkloads(tx store.ReadTx, rev int64) (out []change, full bool, err 
 	at := map[string]int{}
 	tx.ScanRaw(store.KindEvent, "", store.RevKey(rev), func(_ string, data []byte) bool {
 		var e struct {
-			Type   string `json:"type"`
-			Object string `json:"object"`
-			Rev    int64  `json:"object_revision"`
+			Type   store.EventKind `json:"type"`
+			Object string          `json:"object"`
+			Rev    int64           `json:"object_revision"`
 		}
 		if err = json.Unmarshal(data, &e); err != nil {
 			return false
 		}
-		if e.Type == "ConfigSeeded" {
+		if e.Type == store.EventConfigSeeded {
 			full = true
 			return false
 		}
-		k, ok := strings.CutPrefix(e.Object, string(store.KindWorkload)+"/")
-		if !ok {
+		kind, k, ok := store.ParseObject(e.Object)
+		if !ok || kind != store.KindWorkload {
 			return true
 		}
 		if i, seen := at[k]; seen {

@@ -103,27 +103,46 @@ func TestRouteRoleMatrix(t *testing.T) {
 		forbidden
 		unauth
 	)
-	adminOnly := func(p string) bool { return docs[p].admin && !nodeRoutes[p] }
+	// access is each route's rule as this test pins it: loosening a
+	// route's rule in the route table fails here until the test agrees.
+	rule := map[string]access{"GET /metrics": metricsScrape}
+	for _, rt := range h.s.apiRoutes() {
+		want, ok := pinnedAccess[rt.pattern]
+		if !ok {
+			t.Errorf("route %s has no pinned access rule: add it to pinnedAccess", rt.pattern)
+		} else if rt.auth != want {
+			t.Errorf("route %s: access %s in the route table, pinned %s", rt.pattern, rt.auth, want)
+		}
+		rule[rt.pattern] = want
+	}
+	is := func(p string, rules ...access) bool {
+		for _, a := range rules {
+			if rule[p] == a {
+				return true
+			}
+		}
+		return false
+	}
 	roles := []role{
 		{"no token", "", func(string) int { return unauth }, false},
 		{"unknown token", "arb_unknown-unknown-unknown-unknown", func(string) int { return unauth }, false},
 		{"expired token", expired.Secret, func(string) int { return unauth }, false},
 		{"revoked token", revoked.Secret, func(string) int { return unauth }, false},
 		{"metrics", m.Secret, func(p string) int {
-			if p == "GET /metrics" || p == "GET /v1/whoami" {
+			if is(p, metricsScrape, anyAuthenticated) {
 				return allowed
 			}
 			return forbidden
 		}, false},
 		{"node N", n.Secret, func(p string) int {
-			if nodeRoutes[p] {
+			if is(p, nodeSelf, catalogRead, anyAuthenticated) {
 				return allowed
 			}
 			return forbidden
 		}, false},
 		{"tenant B", b.Secret, func(p string) int {
 			switch {
-			case p == "GET /metrics" || adminOnly(p) || nodeRoutes[p] && p != "GET /v1/whoami" && p != "GET /v1/skus":
+			case is(p, adminOnly, nodeSelf, metricsScrape):
 				return forbidden
 			case strings.Contains(p, "{tenant}") || strings.HasPrefix(strings.SplitN(p, " ", 2)[1], "/v1/tokens/") || p == "POST /v1/tokens":
 				return hidden
@@ -131,7 +150,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 			return allowed
 		}, false},
 		{"tenant A", a.Secret, func(p string) int {
-			if p == "GET /metrics" || adminOnly(p) || nodeRoutes[p] && p != "GET /v1/whoami" && p != "GET /v1/skus" {
+			if is(p, adminOnly, nodeSelf, metricsScrape) {
 				return forbidden
 			}
 			return allowed
@@ -210,4 +229,56 @@ func TestRouteRoleMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("route × role matrix: %d routes × %d roles = %d calls, %d leaks", len(patterns), len(roles), calls, leaks)
+}
+
+// pinnedAccess is every API route's access rule (routes.go), written
+// out again so that a rule cannot get looser by one edit.
+var pinnedAccess = map[string]access{
+	"GET /v1/whoami":                                    anyAuthenticated,
+	"GET /v1/regions":                                   tenantScoped,
+	"GET /v1/skus":                                      catalogRead,
+	"GET /v1/nodes":                                     adminOnly,
+	"POST /v1/nodes":                                    nodeSelf,
+	"GET /v1/nodes/{id}":                                adminOnly,
+	"PATCH /v1/nodes/{id}":                              adminOnly,
+	"DELETE /v1/nodes/{id}":                             adminOnly,
+	"POST /v1/nodes/{id}/heartbeat":                     nodeSelf,
+	"POST /v1/nodes/{id}/tokens":                        adminOnly,
+	"GET /v1/tenants":                                   tenantScoped,
+	"POST /v1/tenants":                                  adminOnly,
+	"GET /v1/tenants/{tenant}":                          tenantScoped,
+	"DELETE /v1/tenants/{tenant}":                       adminOnly,
+	"PUT /v1/tenants/{tenant}/quotas":                   adminOnly,
+	"PUT /v1/tenants/{tenant}/allowed-priorities":       adminOnly,
+	"POST /v1/tenants/{tenant}/tokens":                  adminOnly,
+	"GET /v1/tenants/{tenant}/usage":                    tenantScoped,
+	"GET /v1/usage":                                     tenantScoped,
+	"GET /v1/tenants/{tenant}/reservations":             tenantScoped,
+	"POST /v1/tenants/{tenant}/reservations":            tenantScoped,
+	"GET /v1/tenants/{tenant}/reservations/{name}":      tenantScoped,
+	"PATCH /v1/tenants/{tenant}/reservations/{name}":    tenantScoped,
+	"DELETE /v1/tenants/{tenant}/reservations/{name}":   tenantScoped,
+	"GET /v1/workloads":                                 tenantScoped,
+	"GET /v1/tenants/{tenant}/workloads":                tenantScoped,
+	"POST /v1/tenants/{tenant}/workloads":               tenantScoped,
+	"GET /v1/tenants/{tenant}/workloads/{name}":         tenantScoped,
+	"POST /v1/tenants/{tenant}/workloads/{name}/cancel": tenantScoped,
+	"GET /v1/tenants/{tenant}/workloads/{name}/why":     tenantScoped,
+	"GET /v1/tenants/{tenant}/workloads/{name}/logs":    tenantScoped,
+	"GET /v1/policies":                                  adminOnly,
+	"POST /v1/policies":                                 adminOnly,
+	"GET /v1/policies/{name}":                           adminOnly,
+	"DELETE /v1/policies/{name}":                        adminOnly,
+	"GET /v1/policies/{name}/firings":                   adminOnly,
+	"POST /v1/metrics":                                  adminOnly,
+	"GET /v1/events":                                    tenantScoped,
+	"GET /v1/alerts":                                    adminOnly,
+	"PUT /v1/alerts":                                    adminOnly,
+	"GET /v1/partitions":                                adminOnly,
+	"PUT /v1/partitions/{name}":                         adminOnly,
+	"DELETE /v1/partitions/{name}":                      adminOnly,
+	"GET /v1/tokens":                                    tenantScoped,
+	"POST /v1/tokens":                                   tenantScoped,
+	"DELETE /v1/tokens/{id}":                            tenantScoped,
+	"POST /v1/tokens/{id}/rotate":                       tenantScoped,
 }

@@ -6,19 +6,12 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
-func init() {
-	docs["PATCH /v1/nodes/{id}"] = routeDoc{summary: "Drain or undrain a node (a drained node's work is evicted and requeued; it takes none), or replace its labels", admin: true, req: api.NodeUpdate{}, resp: api.Node{}}
-	docs["DELETE /v1/nodes/{id}"] = routeDoc{summary: "Remove a node that runs nothing and no reservation or partition holds (drain it first)", admin: true}
-}
-
 // updateNode drains, undrains or relabels a node (admin).
 func (s *Server) updateNode(w http.ResponseWriter, r *http.Request) error {
-	if err := requireAdmin(r); err != nil {
-		return err
-	}
 	var req api.NodeUpdate
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -50,7 +43,7 @@ func (s *Server) updateNode(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, n, n.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "NodeUpdated", Object: "nodes/" + id, Message: fmt.Sprint(what)})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeUpdated.String(), Object: store.NodeObject(id), Message: fmt.Sprint(what)})
 	})
 	if err != nil {
 		return err
@@ -72,9 +65,6 @@ func (s *Server) updateNode(w http.ResponseWriter, r *http.Request) error {
 // deleteNode removes a node (admin) that no running workload, reservation
 // or partition holds.
 func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) error {
-	if err := requireAdmin(r); err != nil {
-		return err
-	}
 	id := fleet.NodeID(r.PathValue("id"))
 	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		if _, ok := tx.GetRaw(store.KindNode, string(id)); !ok {
@@ -122,12 +112,125 @@ func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) error {
 		if err := revokeTokensOf(tx, "", string(id)); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "NodeRemoved", Object: "nodes/" + string(id)})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeRemoved.String(), Object: store.NodeObject(id)})
 	})
 	if err != nil {
 		return err
 	}
 	s.notify(true)
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) nodesOut(wd *world) []api.Node {
+	alloc := map[fleet.NodeID]resource.MilliGPU{}
+	for _, x := range wd.Workloads {
+		if x.Running == nil {
+			continue
+		}
+		for _, rep := range x.Running.Replicas {
+			alloc[rep.Node] = alloc[rep.Node].Add(replicaGPUs(rep.Milli, len(rep.GPUs), x.Spec.GPUs))
+		}
+	}
+	resOf := map[fleet.NodeID]string{}
+	for _, r := range wd.Reservations {
+		for _, n := range r.Nodes {
+			resOf[n] = r.Key()
+		}
+	}
+	out := []api.Node{}
+	for _, n := range wd.Nodes {
+		o := api.Node{ID: string(n.ID), Region: n.Region, Zone: n.Zone, Block: string(n.Block), SKU: string(n.SKU),
+			Down: n.Down || n.Drained, Drained: n.Drained, Labels: n.Labels, Allocated: api.GPUs(alloc[n.ID]), Reservation: resOf[n.ID]}
+		if sku, ok := wd.Catalog.SKU(n.SKU); ok {
+			o.Model, o.GPUs = string(sku.Model), sku.GPUs
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// replicaGPUs is what one replica holds: milli per GPU × GPUs.
+func replicaGPUs(milli resource.MilliGPU, n int, perReplica resource.MilliGPU) resource.MilliGPU {
+	if milli <= 0 {
+		milli = min(perReplica, resource.PerGPU)
+	}
+	return milli.Mul(n)
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) error {
+	wd, err := s.readWorld(r, true)
+	if err != nil {
+		return err
+	}
+	pg, err := s.newPage(r)
+	if err != nil {
+		return err
+	}
+	reg := r.URL.Query().Get("region")
+	for i, n := range s.nodesOut(wd) { // in registration order, as wd.Nodes
+		key := store.RevKey(wd.Nodes[i].Seq) + "/" + n.ID
+		if pg.skip(key) || (reg != "" && n.Region != reg) {
+			continue
+		}
+		if !pg.add(key, n) {
+			break
+		}
+	}
+	pg.write(w)
+	return nil
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) error {
+	wd, err := s.readWorld(r, true)
+	if err != nil {
+		return err
+	}
+	for _, n := range s.nodesOut(wd) {
+		if n.ID == r.PathValue("id") {
+			writeJSON(w, http.StatusOK, n)
+			return nil
+		}
+	}
+	return notFound("node", r.PathValue("id"))
+}
+
+func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
+	var req api.NodeRegistration
+	if err := s.decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := requireNode(r, req.ID); err != nil {
+		return err
+	}
+	switch {
+	case !validName(req.ID):
+		return badName("id", req.ID)
+	case !validName(req.Region):
+		return badName("region", req.Region)
+	case !validName(req.Block):
+		return badName("block", req.Block)
+	case req.Zone != "" && !validName(req.Zone):
+		return badName("zone", req.Zone)
+	}
+	if _, ok := s.cat.Load().SKU(fleet.SKUName(req.SKU)); !ok {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "sku", "unknown SKU %q (see GET /v1/skus)", req.SKU)
+	}
+	if err := s.checkLabels("labels", req.Labels); err != nil {
+		return err
+	}
+	n := &store.Node{ID: fleet.NodeID(req.ID), Region: req.Region, Zone: req.Zone, Block: fleet.BlockID(req.Block), SKU: fleet.SKUName(req.SKU), Labels: req.Labels, Down: req.Down}
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
+		n.Seq = tx.Revision() + 1
+		if err := store.Put(tx, n, store.MustNotExist); err != nil {
+			return err
+		}
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeRegistered.String(), Object: store.NodeObject(req.ID)})
+	})
+	if err != nil {
+		return err
+	}
+	s.notify(true)
+	writeJSON(w, http.StatusCreated, api.Node{ID: req.ID, Region: req.Region, Zone: req.Zone, Block: req.Block, SKU: req.SKU, Labels: req.Labels, Down: req.Down})
 	return nil
 }

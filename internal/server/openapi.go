@@ -13,9 +13,8 @@ import (
 // routeDoc describes one route for the OpenAPI document.
 type routeDoc struct {
 	summary string
-	admin   bool // needs the admin token
-	req     any  // body type, nil for none
-	resp    any  // answer type, nil for 204
+	req     any // body type, nil for none
+	resp    any // answer type, nil for 204
 	status  int
 	query   []string
 }
@@ -23,57 +22,14 @@ type routeDoc struct {
 // pageQuery are the paging parameters of every list (paging.go).
 var pageQuery = []string{"limit", "continue"}
 
-// docs describes every route of apiRoutes; TestOpenAPICoversRoutes keeps
-// them in step.
-var docs = map[string]routeDoc{
-	"GET /v1/whoami":                                    {summary: "Who the token acts for", resp: api.WhoAmI{}},
-	"GET /v1/regions":                                   {summary: "List the fleet's regions", resp: api.List[api.Region]{}, query: pageQuery},
-	"GET /v1/skus":                                      {summary: "List the catalog's machine sizes", resp: api.List[api.SKU]{}, query: pageQuery},
-	"GET /v1/nodes":                                     {summary: "List machines with their allocation", admin: true, resp: api.List[api.Node]{}, query: []string{"region", "limit", "continue"}},
-	"POST /v1/nodes":                                    {summary: "Register a machine", admin: true, req: api.NodeRegistration{}, resp: api.Node{}, status: 201},
-	"GET /v1/nodes/{id}":                                {summary: "Show a machine", admin: true, resp: api.Node{}},
-	"GET /v1/tenants":                                   {summary: "List tenants (a tenant token sees itself)", resp: api.List[api.Tenant]{}, query: pageQuery},
-	"POST /v1/tenants":                                  {summary: "Create a tenant with quotas", admin: true, req: api.Tenant{}, resp: api.Tenant{}, status: 201},
-	"GET /v1/tenants/{tenant}":                          {summary: "Show a tenant", resp: api.Tenant{}},
-	"DELETE /v1/tenants/{tenant}":                       {summary: "Delete a tenant without workloads, reservations, partitions or children", admin: true},
-	"PUT /v1/tenants/{tenant}/quotas":                   {summary: "Replace a tenant's quotas", admin: true, req: api.QuotaList{}, resp: api.Tenant{}},
-	"PUT /v1/tenants/{tenant}/allowed-priorities":       {summary: "Replace the priority classes a tenant's workloads may use (default: all but critical)", admin: true, req: api.AllowedPriorities{}, resp: api.Tenant{}},
-	"POST /v1/tenants/{tenant}/tokens":                  {summary: "Create a tenant token (the secret is returned once)", admin: true, req: api.TokenRequest{}, resp: api.Token{}, status: 201},
-	"GET /v1/tenants/{tenant}/usage":                    {summary: "Quota usage of a tenant: each quota family's current value and limit", resp: api.List[api.Usage]{}, query: []string{"region", "limit", "continue"}},
-	"GET /v1/usage":                                     {summary: "Quota usage of every tenant the token sees", resp: api.List[api.Usage]{}, query: []string{"region", "tenant", "limit", "continue"}},
-	"GET /v1/tenants/{tenant}/reservations":             {summary: "List reservations with utilization", resp: api.List[api.Reservation]{}, query: pageQuery},
-	"POST /v1/tenants/{tenant}/reservations":            {summary: "Create a capacity reservation, all or nothing (409 InsufficientCapacity)", req: api.ReservationRequest{}, resp: api.Reservation{}, status: 201},
-	"GET /v1/tenants/{tenant}/reservations/{name}":      {summary: "Show a reservation with utilization", resp: api.Reservation{}},
-	"PATCH /v1/tenants/{tenant}/reservations/{name}":    {summary: "Resize a reservation: shrinking always succeeds, growing is all or nothing", req: api.Resize{}, resp: api.Reservation{}},
-	"DELETE /v1/tenants/{tenant}/reservations/{name}":   {summary: "Delete a reservation no live workload uses"},
-	"GET /v1/workloads":                                 {summary: "List workloads (the admin sees all tenants')", resp: api.List[api.Workload]{}, query: []string{"state", "limit", "continue"}},
-	"GET /v1/tenants/{tenant}/workloads":                {summary: "List a tenant's workloads", resp: api.List[api.Workload]{}, query: []string{"state", "limit", "continue"}},
-	"POST /v1/tenants/{tenant}/workloads":               {summary: "Submit a workload (durable when answered)", req: api.WorkloadSpec{}, resp: api.Workload{}, status: 201},
-	"GET /v1/tenants/{tenant}/workloads/{name}":         {summary: "Show a workload", resp: api.Workload{}},
-	"POST /v1/tenants/{tenant}/workloads/{name}/cancel": {summary: "Cancel a workload", resp: api.Workload{}},
-	"GET /v1/tenants/{tenant}/workloads/{name}/why":     {summary: "Why a workload is pending (structured reason)", resp: api.Why{}},
-	"GET /v1/policies":                                  {summary: "List applied policies", admin: true, resp: api.List[api.Policy]{}, query: pageQuery},
-	"POST /v1/policies":                                 {summary: "Apply (create or replace) a policy from its YAML", admin: true, req: api.PolicyApply{}, resp: api.Policy{}},
-	"GET /v1/policies/{name}":                           {summary: "Show a policy", admin: true, resp: api.Policy{}},
-	"DELETE /v1/policies/{name}":                        {summary: "Remove a policy", admin: true},
-	"GET /v1/policies/{name}/firings":                   {summary: "A policy's firing log", admin: true, resp: api.List[api.Firing]{}, query: pageQuery},
-	"GET /v1/events":                                    {summary: "Events after a sequence number; long-polls with wait; with Accept: text/event-stream, a server-sent event stream (id: seq, event: type, data: Event; resumes from Last-Event-ID)", resp: api.Events{}, query: []string{"after", "wait", "limit"}},
-	"GET /v1/alerts":                                    {summary: "List the alert rules with their state", admin: true, resp: api.Alerts{}},
-	"PUT /v1/alerts":                                    {summary: "Replace the alert rules with a rules file (YAML source)", admin: true, req: api.AlertsApply{}, resp: api.Alerts{}},
-	"POST /v1/metrics":                                  {summary: "Push measurements for the policies (latency, queue wait, spot price, capacity failures)", admin: true, req: api.MetricSamples{}, resp: api.MetricsAccepted{}},
-	"GET /v1/partitions":                                {summary: "List partitions: machines only one tenant's subtree may use", admin: true, resp: api.List[api.Partition]{}, query: pageQuery},
-	"PUT /v1/partitions/{name}":                         {summary: "Create or replace a partition (its machines in no other partition and no reservation)", admin: true, req: api.PartitionRequest{}, resp: api.Partition{}},
-	"DELETE /v1/partitions/{name}":                      {summary: "Remove a partition; its machines return to the shared pool", admin: true},
-}
-
 // buildOpenAPI writes the OpenAPI 3.1 document of the routes.
 func buildOpenAPI(routes []apiRoute) ([]byte, error) {
 	schemas := map[string]any{}
 	paths := map[string]map[string]any{}
 	errResp := map[string]any{"description": "error", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(api.Error{}), schemas)}}}
 	for _, rt := range routes {
-		d, ok := docs[rt.pattern]
-		if !ok {
+		d := rt.doc
+		if d.summary == "" {
 			return nil, fmt.Errorf("server: route %s has no OpenAPI description", rt.pattern)
 		}
 		method, path, _ := strings.Cut(rt.pattern, " ")
@@ -104,9 +60,8 @@ func buildOpenAPI(routes []apiRoute) ([]byte, error) {
 			}
 			responses[fmt.Sprint(st)] = map[string]any{"description": "ok", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(d.resp), schemas)}}}
 		}
-		if d.admin {
-			op["description"] = "Needs the admin token (403 otherwise)."
-		}
+		op["description"] = rt.auth.description()
+		op["x-arbiter-access"] = rt.auth.String()
 		op["responses"] = responses
 		if paths[path] == nil {
 			paths[path] = map[string]any{}

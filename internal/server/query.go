@@ -11,22 +11,20 @@ import (
 // Query parameters are parsed strictly: a parameter the route does not
 // take, one given twice, or a value that is not exactly of its type
 // ("12abc", " 12", "+12", "1e3" for a number) is refused with 400 naming
-// the parameter. The parameters a route takes are those of its docs entry
-// (openapi.go), so the document and the server cannot disagree.
+// the parameter. The parameters a route takes are those of its doc in the
+// route table (routes.go), so the document and the server cannot disagree.
 
 // checkQuery refuses parameters the route does not take, and repeated
 // ones.
-func checkQuery(route string, q url.Values) error {
-	d, ok := docs[route]
+func checkQuery(rt apiRoute, q url.Values) error {
+	d := rt.doc
 	for name, vs := range q {
 		known := false
-		if ok {
-			for _, k := range d.query {
-				known = known || k == name
-			}
+		for _, k := range d.query {
+			known = known || k == name
 		}
 		if !known {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, name, "unknown query parameter %q (%s takes %v)", name, route, d.query)
+			return apiErr(http.StatusBadRequest, api.CodeInvalid, name, "unknown query parameter %q (%s takes %v)", name, rt.pattern, d.query)
 		}
 		if len(vs) > 1 {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, name, "query parameter %q is given %d times", name, len(vs))

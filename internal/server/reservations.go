@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -184,7 +183,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 		wd.Reservations = append(wd.Reservations, res)
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "ReservationCreated", Object: "reservations/" + res.Key(), Tenant: tenant,
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationCreated.String(), Object: store.ReservationObject(res.Key()), Tenant: tenant,
 			Message: fmt.Sprintf("%d × %s in %s", res.Count, res.SKU, res.Region)})
 	})
 	if err != nil {
@@ -222,17 +221,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 		}
 		switch {
 		case req.Capacity < res.Count:
-			use := map[fleet.NodeID]int{}
-			for _, x := range wd.Workloads {
-				if x.Running != nil && x.Tenant == tenant && x.Spec.Reservation == name {
-					for _, rep := range x.Running.Replicas {
-						use[rep.Node] += len(rep.GPUs)
-					}
-				}
-			}
-			nodes := append([]fleet.NodeID(nil), res.Nodes...)
-			sort.SliceStable(nodes, func(i, j int) bool { return use[nodes[i]] > use[nodes[j]] })
-			res.Nodes = nodes[:req.Capacity]
+			res.Nodes, _ = tenancy.Shrink(res.Nodes, reservationUse(wd.Workloads, tenant, name), req.Capacity)
 		case req.Capacity > res.Count:
 			extra := tenancy.Reservation{Name: name, Owner: tenant, Region: res.Region, Zone: res.Zone, SKU: res.SKU, Count: req.Capacity - res.Count}
 			ids, err := tenancy.Bind(&extra, wd.Fleet, wd.nodeUse(tenant, ""))
@@ -253,7 +242,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 		if err := store.Put(tx, res, res.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "ReservationResized", Object: "reservations/" + res.Key(), Tenant: tenant,
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationResized.String(), Object: store.ReservationObject(res.Key()), Tenant: tenant,
 			Message: fmt.Sprintf("capacity %d -> %d", old, res.Count)})
 	})
 	if err != nil {
@@ -262,6 +251,20 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 	s.notify(true)
 	writeJSON(w, http.StatusOK, reservationOut(wd, res))
 	return nil
+}
+
+// reservationUse is how many GPUs the running work of tenant on its
+// reservation name holds on each machine.
+func reservationUse(ws []*store.Workload, tenant, name string) map[fleet.NodeID]int {
+	use := map[fleet.NodeID]int{}
+	for _, x := range ws {
+		if x.Running != nil && x.Tenant == tenant && x.Spec.Reservation == name {
+			for _, rep := range x.Running.Replicas {
+				use[rep.Node] += len(rep.GPUs)
+			}
+		}
+	}
+	return use
 }
 
 // deleteReservation fails while live workloads name the reservation (as
@@ -289,7 +292,7 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error
 		if err := store.Delete(tx, store.KindReservation, key); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: "ReservationDeleted", Object: "reservations/" + key, Tenant: tenant})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationDeleted.String(), Object: store.ReservationObject(key), Tenant: tenant})
 	})
 	if err != nil {
 		return err

@@ -193,9 +193,9 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	for _, rt := range h.s.apiRoutes() {
 		routes[rt.pattern] = true
 	}
-	for p := range docs {
-		if !routes[p] {
-			t.Errorf("OpenAPI describes %s, which is no route", p)
+	for _, rt := range h.s.apiRoutes() {
+		if rt.doc.summary == "" || rt.auth == 0 {
+			t.Errorf("route %s has no OpenAPI description or no access rule", rt.pattern)
 		}
 	}
 	var doc struct {

@@ -10,7 +10,7 @@ import (
 	"os"
 
 	"github.com/arbiterhq/arbiter/internal/client"
-	"github.com/arbiterhq/arbiter/internal/server/loadgen"
+	"github.com/arbiterhq/arbiter/internal/loadgen"
 )
 
 func main() {
