@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +147,78 @@ func TestWorkloadShowsPolicyEffects(t *testing.T) {
 	}
 	if train, err = c.Workload(h.ctx, "fabrikam", "train"); err != nil || len(train.Effects) != 0 || train.EffectivePriority != "" {
 		t.Errorf("after the policy went: %+v %q %v", train.Effects, train.EffectivePriority, err)
+	}
+}
+
+// TestWorkloadShowsPoolDrainSpotEffects: the other effects a policy has
+// on a workload: migrate's narrowing to a pool, a drain of the pool it
+// runs in, a spot price where spot work may run.
+func TestWorkloadShowsPoolDrainSpotEffects(t *testing.T) {
+	const cfg = `
+fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: main
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 2, labels: {pool: main}}]
+            - name: low
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 2, labels: {pool: low_priority_pool}}]
+tenants:
+  - name: acme
+`
+	h := newHarness(t, cfg, Options{RateLimit: -1})
+	c := h.tenant("acme")
+	b := spec("b1", 8, 1, "eastus")
+	b.Labels = map[string]string{"class": "batch_jobs"}
+	sp := spec("bid", 1, 1, "eastus")
+	sp.Priority, sp.MaxPrice = "spot", 9
+	for _, s := range []api.WorkloadSpec{b, sp} {
+		if _, err := c.Submit(h.ctx, "acme", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Cycle(h.ctx)
+	rules := `policies:
+  - name: busy
+    when: {metric: utilization, of: cluster, above: 1%}
+    then:
+      - {type: migrate, target: batch_jobs, destination: pool:low_priority_pool}
+      - {type: drain, target: pool:main}
+      - {type: set_spot_price, target: region:eastus, price: $5/h}
+`
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "ops", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	b1, err := c.Workload(h.ctx, "acme", "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(b1.EffectivePools, []string{"low_priority_pool"}) {
+		t.Errorf("b1's effective pools %v, want low_priority_pool", b1.EffectivePools)
+	}
+	if e := findEffect(t, "b1", b1.Effects, api.EffectPools); e.Policy != "ops" || e.Rule != "busy" {
+		t.Errorf("pools effect %+v", e)
+	}
+	// b1 was placed in main (filled first) before the policy fired.
+	if b1.Running == nil || !strings.HasPrefix(b1.Running.Replicas[0].Node, "main-") {
+		t.Fatalf("b1 runs on %+v, want a node of pool main", b1.Running)
+	}
+	if e := findEffect(t, "b1", b1.Effects, api.EffectDrain); e.Value != "pool:main" {
+		t.Errorf("drain effect %+v", e)
+	}
+	bid, err := c.Workload(h.ctx, "acme", "bid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := findEffect(t, "bid", bid.Effects, api.EffectSpotPrice); e.Value != "$5/GPU-h on region:eastus" {
+		t.Errorf("spot price effect %+v", e)
+	}
+	for _, e := range b1.Effects {
+		if e.Kind == api.EffectSpotPrice {
+			t.Errorf("b1 is not spot work, but shows %+v", e)
+		}
 	}
 }
