@@ -156,6 +156,15 @@ func (pr *policyRunner) load(ctx context.Context) error {
 	})
 }
 
+// loaded reports whether the runner has an engine for policy name at
+// stored revision rev.
+func (pr *policyRunner) loaded(name string, rev int64) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	_, ok := pr.engines[name]
+	return ok && pr.revs[name] == rev
+}
+
 // set replaces policy name's engine (nil: the policy was deleted) with
 // one for its stored revision rev; its rules start fresh.
 func (pr *policyRunner) set(name string, eng *policy.Engine, rev int64) {
@@ -431,13 +440,22 @@ func (s *Server) listFirings(w http.ResponseWriter, r *http.Request) error {
 }
 
 // ApplyPolicy applies a policy from its source, as POST /v1/policies does.
+// Applying the stored policy again (same file name and source, as `serve
+// --policy` does at every start) changes nothing: its rules keep their
+// state, so that a rule in force stays so without firing again. Any
+// other change starts its rules afresh.
 func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) error {
 	if err := s.checkPolicySource(source); err != nil {
 		return err
 	}
 	var eng *policy.Engine
 	p := &store.Policy{Name: name, File: file, Source: source, AppliedAt: s.now()}
+	unchanged := false
 	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+		if old, err := store.Get[store.Policy](tx, name); err == nil && old.File == file && old.Source == source && s.policies.loaded(name, old.Meta.Revision) {
+			unchanged = true
+			return nil
+		}
 		if err := s.checkPolicyCount(tx, name); err != nil {
 			return err
 		}
@@ -453,7 +471,7 @@ func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) err
 		}
 		return store.AppendEvent(tx, &store.Event{Time: p.AppliedAt, Type: "PolicyApplied", Object: "policies/" + p.Name})
 	})
-	if err != nil {
+	if err != nil || unchanged {
 		return err
 	}
 	s.policies.set(name, eng, p.Meta.Revision)

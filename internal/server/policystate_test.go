@@ -95,6 +95,11 @@ func TestPolicyFiringsSurviveRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// As `serve --policy ops.yaml` does at every start: the same
+		// source again changes nothing.
+		if err := s2.ApplyPolicy(h.ctx, "ops", "ops.yaml", rules); err != nil {
+			t.Fatal(err)
+		}
 		for range 3 {
 			s2.TickPolicies(h.ctx)
 			tc.Advance(time.Minute)
