@@ -129,3 +129,42 @@ func TestPolicyFiringsSurviveRestart(t *testing.T) {
 	receiveNote(t, got, "busy", "reverted")
 	nothingMore(t, h.s.policies, got)
 }
+
+// TestChangedPolicyStartsFresh: state saved for one revision of a policy
+// is not put back into another: a policy changed just before a restart
+// starts its rules afresh (and so notifies its firing, with the new
+// message).
+func TestChangedPolicyStartsFresh(t *testing.T) {
+	hookURL, got := notifySink(t)
+	tc := newTestClock()
+	h := newHarness(t, testConfig, Options{Clock: tc.Now, RateLimit: -1, NotifyWebhook: hookURL})
+	c := h.tenant("contoso")
+	if _, err := c.Submit(h.ctx, "contoso", spec("busy", 8, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	src := func(msg string) string {
+		return "policies:\n  - name: busy\n    when: {metric: utilization, of: cluster, above: 10%}\n    then: [{type: notify, message: " + msg + "}]\n"
+	}
+	if err := h.s.ApplyPolicy(h.ctx, "ops", "ops.yaml", src("first")); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	if n := receiveNote(t, got, "busy", "fired"); n.Message != "first" {
+		t.Fatalf("got %+v", n)
+	}
+	// Changed, then a restart before any evaluation saved the new state.
+	if err := h.s.ApplyPolicy(h.ctx, "ops", "ops.yaml", src("second")); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := New(h.ctx, Options{Store: h.st, AdminToken: testAdmin, Clock: tc.Now, RateLimit: -1, Logger: h.s.log, NotifyWebhook: hookURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.Advance(time.Minute)
+	s2.TickPolicies(h.ctx)
+	if n := receiveNote(t, got, "busy", "fired"); n.Message != "second" {
+		t.Fatalf("got %+v, want the changed policy's firing", n)
+	}
+	nothingMore(t, s2.policies, got)
+}
