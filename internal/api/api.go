@@ -327,6 +327,60 @@ type Workload struct {
 	Preemptions    int         `json:"preemptions,omitempty"`
 	LastPreemption string      `json:"last_preemption,omitempty"`
 	Revision       int64       `json:"revision"`
+	// EffectivePriority, EffectiveRegions and EffectivePools are what the
+	// scheduler uses where a policy action in force changed the spec's
+	// (empty where none did); Effects says which policy set each, and
+	// since when.
+	EffectivePriority string   `json:"effective_priority,omitempty"`
+	EffectiveRegions  []string `json:"effective_regions,omitempty"`
+	EffectivePools    []string `json:"effective_pools,omitempty"`
+	Effects           []Effect `json:"effects,omitempty"`
+}
+
+// Effect kinds: what of a workload a policy action in force changes.
+const (
+	EffectPriority    = "priority"     // set_priority, reallocate: the priority class
+	EffectRegions     = "regions"      // migrate to a region: the regions it may run in
+	EffectPools       = "pools"        // migrate to a pool: the pools it may run in
+	EffectCap         = "cap"          // scale_down, set_limit on its class, service or labels
+	EffectTenantLimit = "tenant_limit" // scale_down, set_limit on its tenant
+	EffectDrain       = "drain"        // drain of a pool or region it runs in
+	EffectSpotPrice   = "spot_price"   // set_spot_price where it may run (spot work)
+)
+
+// Effect is one policy action in force on a workload: which of its
+// values it sets (Kind, one of the Effect constants) to what, by which
+// policy and rule, since when.
+type Effect struct {
+	Kind   string    `json:"kind"`
+	Value  string    `json:"value"`
+	Policy string    `json:"policy"`
+	Rule   string    `json:"rule"`
+	Since  time.Time `json:"since"`
+	// Held is set on a cap that holds the workload back (it is pending
+	// with code PolicyHeld) or evicts it.
+	Held bool `json:"held,omitempty"`
+}
+
+// String says it in a line: "priority high, set by ops (rule busy)
+// since 10:42" (the time in UTC; the day too when it is not today's).
+func (e Effect) String() string { return e.Format(time.Now(), time.UTC) }
+
+// Format is String with a given now and time zone.
+func (e Effect) Format(now time.Time, loc *time.Location) string {
+	since := e.Since.In(loc)
+	layout := "15:04"
+	if y, m, d := since.Date(); y != now.In(loc).Year() || m != now.In(loc).Month() || d != now.In(loc).Day() {
+		layout = "2006-01-02 15:04"
+	}
+	if loc == time.UTC {
+		layout += " UTC"
+	}
+	held := ""
+	if e.Held {
+		held = " (holding this workload)"
+	}
+	return fmt.Sprintf("%s %s%s, set by %s (rule %s) since %s", e.Kind, e.Value, held, e.Policy, e.Rule, since.Format(layout))
 }
 
 // Why is the scheduler's answer to "why is my workload not running?".
@@ -339,6 +393,9 @@ type Why struct {
 	Details []string `json:"details,omitempty"`
 	// PlanRevision is the store revision the last cycle looked at.
 	PlanRevision int64 `json:"plan_revision"`
+	// Effects are the policy actions in force on the workload (see
+	// Workload.Effects).
+	Effects []Effect `json:"effects,omitempty"`
 }
 
 // Quota is a tenant's quota entry for one flavor, optionally one region.

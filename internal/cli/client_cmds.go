@@ -280,8 +280,25 @@ func workloadTable(ws []api.Workload) func(tw *tabwriter.Writer) {
 			if w.Running != nil {
 				flavor, region = w.Running.Flavor, w.Running.Region
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", w.Name, w.Tenant, w.State, w.Kind, w.Priority, gpuStr(w.GPUs), w.Replicas, flavor, region, w.Preemptions)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", w.Name, w.Tenant, w.State, w.Kind, shownPriority(w), gpuStr(w.GPUs), w.Replicas, flavor, region, w.Preemptions)
 		}
+	}
+}
+
+// shownPriority is the priority the scheduler uses: the effective one
+// where a policy set it ("high (policy)"), else the spec's.
+func shownPriority(w api.Workload) string {
+	if w.EffectivePriority != "" && w.EffectivePriority != w.Priority {
+		return w.EffectivePriority + " (policy)"
+	}
+	return w.Priority
+}
+
+// printEffects prints the policy actions in force on a workload, one a
+// line: "priority high, set by ops (rule busy) since 10:42 UTC".
+func printEffects(tw *tabwriter.Writer, effects []api.Effect, now time.Time) {
+	for _, e := range effects {
+		fmt.Fprintf(tw, "POLICY EFFECT\t%s\n", e.Format(now, time.UTC))
 	}
 }
 
@@ -371,6 +388,19 @@ func newWorkloadCmd() *cobra.Command {
 				if w.LastPreemption != "" {
 					fmt.Fprintf(tw, "\nLAST PREEMPTION\t%s\n", w.LastPreemption)
 				}
+				if len(w.Effects) > 0 {
+					fmt.Fprintln(tw)
+					if w.EffectivePriority != "" {
+						fmt.Fprintf(tw, "EFFECTIVE PRIORITY\t%s (spec: %s)\n", w.EffectivePriority, dash(w.Priority))
+					}
+					if len(w.EffectiveRegions) > 0 {
+						fmt.Fprintf(tw, "EFFECTIVE REGIONS\t%s (spec: %s)\n", strings.Join(w.EffectiveRegions, ","), dash(strings.Join(w.Regions, ",")))
+					}
+					if len(w.EffectivePools) > 0 {
+						fmt.Fprintf(tw, "EFFECTIVE POOLS\t%s (spec: %s)\n", strings.Join(w.EffectivePools, ","), dash(strings.Join(w.Pools, ",")))
+					}
+					printEffects(tw, w.Effects, time.Now())
+				}
 			})
 		}),
 	}
@@ -404,6 +434,7 @@ func newWorkloadCmd() *cobra.Command {
 				for _, d := range y.Details {
 					fmt.Fprintf(tw, "DETAIL\t%s\n", d)
 				}
+				printEffects(tw, y.Effects, time.Now())
 			})
 		}),
 	}

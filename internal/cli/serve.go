@@ -16,6 +16,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/alert"
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/server"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -183,12 +184,14 @@ func runServe(ctx context.Context, f serveFlags) error {
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
 	var limits config.Limits
+	var scheduling sched.Options
 	if cfg != nil {
 		limits = cfg.File.Limits
+		scheduling = cfg.Input().Options // the scorer and options the simulator honours
 	}
 	s, err := server.New(ctx, server.Options{Limits: limits, Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
-		MaxGrace: f.maxGrace, MaxGraceClass: graceClass})
+		MaxGrace: f.maxGrace, MaxGraceClass: graceClass, Scheduling: scheduling})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,5 +28,24 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "secret-123") {
 			t.Errorf("serve %v: exit %d, %q; want an error naming %s without the URL", c.args, code, errOut, c.want)
 		}
+	}
+}
+
+// TestServeRefusesUnknownScorer: serve --config refuses a scorer the
+// scheduler does not know with the file's position, before it opens any
+// state (it used to be dropped silently: live placement was best fit).
+func TestServeRefusesUnknownScorer(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "fleet.yaml")
+	src := "options:\n  scorer: tetris\nfleet:\n  regions: [{name: eastus, zones: [{name: \"1\", blocks: [{name: b, nodes: [{sku: Standard_ND96amsr_A100_v4, count: 1}]}]}]}]\n"
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := run(t, "serve", "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--config", cfg)
+	if code == 0 || !strings.Contains(errOut, `unknown scorer "tetris"`) || !strings.Contains(errOut, "fleet.yaml:2") {
+		t.Fatalf("serve --config with scorer tetris: exit %d, %q; want a positioned error", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
+		t.Error("serve created its data directory before refusing the config")
 	}
 }

@@ -42,6 +42,7 @@ type File struct {
 
 // Options are the scheduler options as written.
 type Options struct {
+	Pos                   yamlfile.Pos
 	Scorer                string `yaml:"scorer"`
 	DisablePreemption     bool   `yaml:"disable_preemption"`
 	OverflowBeforePreempt bool   `yaml:"overflow_before_preempt"`
@@ -121,7 +122,11 @@ func Resolve(file string, f File) (*Config, error) {
 		f.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
 	if !validScorer(f.Options.Scorer) {
-		errs.Add(at, "options.scorer", "unknown scorer %q (known: %v)", f.Options.Scorer, sched.ScorerNames())
+		pos := at
+		if f.Options.Pos.Line > 0 {
+			pos = f.Options.Pos // the options mapping
+		}
+		errs.Add(pos, "options.scorer", "unknown scorer %q (known: %v)", f.Options.Scorer, sched.ScorerNames())
 	}
 	for ti, t := range f.Tenants {
 		for qi, q := range t.Quota {

@@ -279,6 +279,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			now, gen = s.now(), s.policies.generation()
 		}
 		in := w.input(now, s.policies.adjust(w))
+		in.Options = s.opts.Scheduling
 		var reprioritized, migrated, capped bool
 		var held []sched.Pending
 		in.Workloads, reprioritized = s.policies.reprioritize(in.Workloads)

@@ -38,6 +38,12 @@ type policyRunner struct {
 	// selector (policy, rule, action index), the GPUs its target held
 	// when it came into force (see classCaps).
 	capBase map[string]resource.MilliGPU
+	// revs holds each policy's stored revision, notified each rule's
+	// last notification (by policy, then rule), saved the state last
+	// written (see policystate.go).
+	revs     map[string]int64
+	notified map[string]map[string]savedNotice
+	saved    []byte
 }
 
 func (pr *policyRunner) generation() uint64 {
@@ -51,7 +57,8 @@ const policyWindow = 5 * time.Minute
 
 func newPolicyRunner(s *Server) *policyRunner {
 	return &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
-		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}, capBase: map[string]resource.MilliGPU{}}
+		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}, capBase: map[string]resource.MilliGPU{},
+		revs: map[string]int64{}, notified: map[string]map[string]savedNotice{}}
 }
 
 // knownTargets lists what policies may name: tenants, GPU models, regions,
@@ -128,6 +135,10 @@ func (pr *policyRunner) load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		sp, err := readSavedPolicies(tx)
+		if err != nil {
+			pr.s.log.Warn("policy: saved rule state unreadable; rules start fresh", "err", err)
+		}
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
 		for _, p := range ps {
@@ -136,21 +147,37 @@ func (pr *policyRunner) load(ctx context.Context) error {
 				pr.s.log.Warn("policy no longer valid; skipped", "policy", p.Name, "err", err)
 				continue
 			}
-			pr.engines[p.Name] = eng
+			pr.engines[p.Name], pr.revs[p.Name] = eng, p.Meta.Revision
+			if pr.restore(sp, p.Name, p.Meta.Revision, eng) {
+				pr.s.log.Info("policy: rule state resumed", "policy", p.Name)
+			}
 		}
 		return nil
 	})
 }
 
-func (pr *policyRunner) set(name string, eng *policy.Engine) {
+// loaded reports whether the runner has an engine for policy name at
+// stored revision rev.
+func (pr *policyRunner) loaded(name string, rev int64) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	_, ok := pr.engines[name]
+	return ok && pr.revs[name] == rev
+}
+
+// set replaces policy name's engine (nil: the policy was deleted) with
+// one for its stored revision rev; its rules start fresh.
+func (pr *policyRunner) set(name string, eng *policy.Engine, rev int64) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if eng == nil {
 		delete(pr.engines, name)
+		delete(pr.revs, name)
 	} else {
-		pr.engines[name] = eng
+		pr.engines[name], pr.revs[name] = eng, rev
 	}
 	delete(pr.active, name)
+	delete(pr.notified, name)
 	pr.gen++
 }
 
@@ -236,14 +263,23 @@ func (pr *policyRunner) tick(ctx context.Context) {
 		for _, f := range step.Firings {
 			firings = append(firings, &store.Firing{Policy: n, Rule: f.Rule, Event: f.Event.String(), Time: f.Time, DryRun: f.DryRun, Text: f.String()})
 			pr.s.metrics.firings.WithLabelValues(n, f.Rule, f.Event.String()).Inc()
-			notes = append(notes, notifications(n, f)...)
+			for _, note := range notifications(n, f) {
+				notes = append(notes, note)
+				pr.noteSent(note)
+			}
 		}
 	}
+	state := pr.snapshot()
 	pr.mu.Unlock()
-	if len(firings) == 0 {
+	if len(firings) == 0 && state == nil {
 		return
 	}
 	err = pr.s.st.Update(ctx, func(tx store.WriteTx) error {
+		if state != nil {
+			if err := saveState(tx, state); err != nil {
+				return err
+			}
+		}
 		for _, f := range firings {
 			if err := store.AppendFiring(tx, f); err != nil {
 				return err
@@ -261,6 +297,14 @@ func (pr *policyRunner) tick(ctx context.Context) {
 	})
 	if err != nil {
 		pr.s.log.Error("policy: recording firings", "err", err)
+		return
+	}
+	if state != nil {
+		pr.mu.Lock()
+		pr.saved = state
+		pr.mu.Unlock()
+	}
+	if len(firings) == 0 {
 		return
 	}
 	for _, f := range firings {
@@ -365,7 +409,7 @@ func (s *Server) deletePolicy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.policies.set(name, nil)
+	s.policies.set(name, nil, 0)
 	s.notify(true)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -396,13 +440,22 @@ func (s *Server) listFirings(w http.ResponseWriter, r *http.Request) error {
 }
 
 // ApplyPolicy applies a policy from its source, as POST /v1/policies does.
+// Applying the stored policy again (same file name and source, as `serve
+// --policy` does at every start) changes nothing: its rules keep their
+// state, so that a rule in force stays so without firing again. Any
+// other change starts its rules afresh.
 func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) error {
 	if err := s.checkPolicySource(source); err != nil {
 		return err
 	}
 	var eng *policy.Engine
 	p := &store.Policy{Name: name, File: file, Source: source, AppliedAt: s.now()}
+	unchanged := false
 	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+		if old, err := store.Get[store.Policy](tx, name); err == nil && old.File == file && old.Source == source && s.policies.loaded(name, old.Meta.Revision) {
+			unchanged = true
+			return nil
+		}
 		if err := s.checkPolicyCount(tx, name); err != nil {
 			return err
 		}
@@ -418,10 +471,10 @@ func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) err
 		}
 		return store.AppendEvent(tx, &store.Event{Time: p.AppliedAt, Type: "PolicyApplied", Object: "policies/" + p.Name})
 	})
-	if err != nil {
+	if err != nil || unchanged {
 		return err
 	}
-	s.policies.set(name, eng)
+	s.policies.set(name, eng, p.Meta.Revision)
 	s.notify(false)
 	return nil
 }

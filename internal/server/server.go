@@ -21,6 +21,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -87,6 +88,11 @@ type Options struct {
 	// Limits bound tenants' objects, fields and answers (zero values: the
 	// defaults, config.DefaultLimits; see limits.go).
 	Limits config.Limits
+	// Scheduling are the scheduler options each cycle runs with: the
+	// config file's options (scorer, disable_preemption,
+	// overflow_before_preempt), as the simulator and `arbiter schedule`
+	// use them. An unknown scorer is refused (ErrUnknownScorer).
+	Scheduling sched.Options
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a
@@ -172,6 +178,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err := o.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if err := checkScheduling(o.Scheduling); err != nil {
+		return nil, err
+	}
+	o.Scheduling = schedulingOptions(o.Scheduling)
 	s := &Server{
 		opts: o, st: o.Store, log: o.Logger, now: o.Clock, limits: o.Limits.WithDefaults(),
 		kick:    make(chan struct{}, 1),
@@ -226,6 +236,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Run runs the scheduler loop and the policy timer until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	s.ready.Store(true)
+	s.log.Info("scheduler", "scorer", scorerName(s.opts.Scheduling), "disable_preemption", s.opts.Scheduling.DisablePreemption, "overflow_before_preempt", s.opts.Scheduling.OverflowBeforePreempt)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.alertLoop(ctx) })

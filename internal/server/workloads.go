@@ -10,6 +10,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -160,6 +161,7 @@ func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefi
 	if err != nil {
 		return err
 	}
+	acts := s.policies.inForceNow()
 	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
 		sh := newShower(tx)
 		var serr error
@@ -174,6 +176,9 @@ func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefi
 			}
 			o := workloadOut(x)
 			o.State = shown
+			if len(acts) > 0 {
+				s.effectsOf(tx, x, acts, s.lastPending(x)).apply(&o)
+			}
 			return o, state == "" || shown == state
 		})
 		return errors.Join(err, serr)
@@ -227,7 +232,9 @@ func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	o := workloadOut(x)
+	acts := s.policies.inForceNow()
 	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		s.effectsOf(tx, x, acts, s.lastPending(x)).apply(&o)
 		o.State, err = shownState(tx, x)
 		return err
 	})
@@ -267,6 +274,18 @@ func (s *Server) cancelWorkload(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// lastPending returns the last cycle's pending entry for x, nil when
+// there is none (x is not pending or not yet considered).
+func (s *Server) lastPending(x *store.Workload) *sched.Pending {
+	if x.State != store.StatePending {
+		return nil
+	}
+	if p, ok := s.why.Load().Pending(x.Key()); ok {
+		return &p
+	}
+	return nil
+}
+
 func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
 	x, err := s.loadWorkload(r)
 	if err != nil {
@@ -274,6 +293,15 @@ func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
 	}
 	idx := s.why.Load()
 	out := api.Why{Workload: string(x.Spec.Name), State: string(x.State), PlanRevision: idx.Revision}
+	if acts := s.policies.inForceNow(); len(acts) > 0 {
+		err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+			out.Effects = s.effectsOf(tx, x, acts, s.lastPending(x)).effects
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
 	switch x.State {
 	case store.StateRunning:
 		a := x.Running
