@@ -22,7 +22,8 @@ type Input struct {
 	// Down lists nodes that are unavailable; work on them is evicted.
 	Down []fleet.NodeID
 	// SpotPrices are the current spot prices; a spot workload with a max
-	// price is not placed where the price is above it.
+	// price is not placed where the price is above its admission bound
+	// (see spot.AdmitBound).
 	SpotPrices []SpotPrice
 	// Evict names running workloads to evict this cycle whatever else
 	// happens, with the reason to give (the server's policy caps on a class
@@ -39,6 +40,9 @@ type SpotPrice struct {
 	Model      fleet.ModelID
 	Region     string
 	PerGPUHour float64 // USD
+	// Firm is true for a price a policy set: spot work is placed while
+	// its max price is at least the price, without the market's headroom.
+	Firm bool
 }
 
 // Options tune one cycle.

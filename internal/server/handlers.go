@@ -56,7 +56,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/partitions", s.listPartitions},
 		{"PUT /v1/partitions/{name}", s.setPartition},
 		{"DELETE /v1/partitions/{name}", s.deletePartition},
-	}, append(s.agentRoutes(), s.tokenRoutes()...)...)
+	}, append(append(s.agentRoutes(), s.tokenRoutes()...), s.spotRoutes()...)...)
 }
 
 // validName is the one name rule of the API and the config files (see

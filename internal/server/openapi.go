@@ -28,6 +28,7 @@ var pageQuery = []string{"limit", "continue"}
 var docs = map[string]routeDoc{
 	"GET /v1/whoami":                                    {summary: "Who the token acts for", resp: api.WhoAmI{}},
 	"GET /v1/regions":                                   {summary: "List the fleet's regions", resp: api.List[api.Region]{}, query: pageQuery},
+	"GET /v1/spot-prices":                               {summary: "List the spot price of each GPU model and region (catalog price moved by utilization, or set by a policy)", resp: api.List[api.SpotPrice]{}, query: pageQuery},
 	"GET /v1/skus":                                      {summary: "List the catalog's machine sizes", resp: api.List[api.SKU]{}, query: pageQuery},
 	"GET /v1/nodes":                                     {summary: "List machines with their allocation", admin: true, resp: api.List[api.Node]{}, query: []string{"region", "limit", "continue"}},
 	"POST /v1/nodes":                                    {summary: "Register a machine", admin: true, req: api.NodeRegistration{}, resp: api.Node{}, status: 201},
