@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/spot"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -43,6 +44,15 @@ type SpotPrice struct {
 	// Firm is true for a price a policy set: spot work is placed while
 	// its max price is at least the price, without the market's headroom.
 	Firm bool
+}
+
+// SpotInput appends the scheduler's view of the market's quotes to dst:
+// the one conversion the simulator and the server share.
+func SpotInput(dst []SpotPrice, qs []spot.Quote) []SpotPrice {
+	for _, q := range qs {
+		dst = append(dst, SpotPrice{Model: q.Model, Region: q.Region, PerGPUHour: q.PerGPUHour, Firm: q.Firm})
+	}
+	return dst
 }
 
 // Options tune one cycle.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"maps"
 	"net/http"
 	"sync"
@@ -59,31 +58,17 @@ func (sm *spotMarket) input(f *fleet.Fleet, now time.Time, ws []*workload.Worklo
 	}
 	sm.m.Advance(now, sm.m.Used(f, ws), set)
 	qs := sm.m.Quotes()
-	prices := make([]sched.SpotPrice, 0, len(qs))
-	for _, q := range qs {
-		prices = append(prices, sched.SpotPrice{Model: q.Model, Region: q.Region, PerGPUHour: q.PerGPUHour, Firm: q.Firm})
-	}
+	prices := sched.SpotInput(nil, qs)
 	out, copied := evict, false
-	for _, w := range ws {
-		if !spot.Bound(w) || w.Running == nil || len(w.Running.Replicas) == 0 {
-			continue
-		}
-		if _, ok := evict[w.Name]; ok {
-			continue
-		}
-		n, ok := f.Node(w.Running.Replicas[0].Node)
-		if !ok {
-			continue
-		}
-		i, ok := sm.m.Index(spot.Key{Model: n.Model, Region: n.Region})
-		if !ok || !spot.Evicts(qs[i].PerGPUHour, w.MaxPrice) {
-			continue
+	for _, e := range sm.m.Evictions(f, ws) {
+		if _, ok := evict[e.Workload.Name]; ok {
+			continue // already leaving, for another reason
 		}
 		if !copied { // evict may belong to the caller's state
 			out, copied = make(map[workload.ID]string, len(evict)+1), true
 			maps.Copy(out, evict)
 		}
-		out[w.Name] = fmt.Sprintf("spot price of %s in %s rose to $%.2f/GPU-h, above max price $%.2f", n.Model, n.Region, qs[i].PerGPUHour, w.MaxPrice)
+		out[e.Workload.Name] = e.Reason()
 	}
 	return prices, out
 }

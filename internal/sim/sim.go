@@ -120,12 +120,14 @@ type Sim struct {
 	// GPU-hour), an input of the market; nil while none is in force.
 	spotSet map[spot.Key]float64
 	cache   sched.Cache
-	// afterStep, when set (by tests), runs at the end of every step.
-	afterStep func()
-	skus      map[tenancy.Key]*fleet.SKU
-	market    *spot.Market // one per recorder.spotKeys, in order
-	metrics   *recorder
-	progress  func(done, total time.Duration)
+	// afterStep, when set (by tests), runs at the end of every step;
+	// beforeSpot and afterSpot around the spot market's step.
+	afterStep             func()
+	beforeSpot, afterSpot func()
+	skus                  map[tenancy.Key]*fleet.SKU
+	market                *spot.Market // one per recorder.spotKeys, in order
+	metrics               *recorder
+	progress              func(done, total time.Duration)
 }
 
 // Options tune a run.
@@ -461,7 +463,7 @@ func (s *Sim) cycle() {
 	in.Cache = &s.cache
 	// Spot work is admitted below spot.AdmitFraction of its max price
 	// and evicted above it: the gap keeps it from flapping.
-	in.SpotPrices = spotInput(in.SpotPrices[:0], s.market.Quotes())
+	in.SpotPrices = sched.SpotInput(in.SpotPrices[:0], s.market.Quotes())
 	plan := sched.Schedule(in)
 	s.metrics.cycles++
 	for _, p := range plan.Pending {
@@ -532,6 +534,9 @@ func (s *Sim) cycle() {
 // spotPrices steps the spot market with the utilization of each (model,
 // region) and evicts spot work whose max price the price passes.
 func (s *Sim) spotPrices() {
+	if s.beforeSpot != nil {
+		s.beforeSpot()
+	}
 	s.market.Step(s.keyUsed, s.spotSet)
 	s.metrics.spot = s.metrics.spot[:0]
 	for _, q := range s.market.Quotes() {
@@ -550,6 +555,9 @@ func (s *Sim) spotPrices() {
 			j.remaining += time.Duration(lost * float64(time.Second))
 			s.dirty = true
 		}
+	}
+	if s.afterSpot != nil {
+		s.afterSpot()
 	}
 }
 
@@ -570,15 +578,6 @@ func (s *Sim) skuOf(k tenancy.Key) *fleet.SKU {
 	}
 	s.skus[k] = sku
 	return sku
-}
-
-// spotInput appends the scheduler's view of the quotes to dst: the one
-// conversion the simulator and the server share.
-func spotInput(dst []sched.SpotPrice, qs []spot.Quote) []sched.SpotPrice {
-	for _, q := range qs {
-		dst = append(dst, sched.SpotPrice{Model: q.Model, Region: q.Region, PerGPUHour: q.PerGPUHour, Firm: q.Firm})
-	}
-	return dst
 }
 
 // reservationRoom reports whether j's reservation has room for it now: its

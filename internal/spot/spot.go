@@ -20,6 +20,7 @@
 package spot
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -274,3 +275,36 @@ func (m *Market) Quotes() []Quote { return m.quotes }
 
 // Price returns the current price of market i.
 func (m *Market) Price(i int) float64 { return m.quotes[i].PerGPUHour }
+
+// Eviction is running spot work a market's price forces out.
+type Eviction struct {
+	Workload *workload.Workload
+	Quote    Quote
+}
+
+// Reason says why, with both prices.
+func (e Eviction) Reason() string {
+	return fmt.Sprintf("spot price of %s in %s rose to $%.2f/GPU-h, above max price $%.2f",
+		e.Quote.Model, e.Quote.Region, e.Quote.PerGPUHour, e.Workload.MaxPrice)
+}
+
+// Evictions returns the running spot work of ws (on f's nodes) whose
+// market's current price is above its max price, in ws order. A workload
+// is in the market of its first replica's node.
+func (m *Market) Evictions(f *fleet.Fleet, ws []*workload.Workload) []Eviction {
+	var out []Eviction
+	for _, w := range ws {
+		if !Bound(w) || w.Running == nil || len(w.Running.Replicas) == 0 {
+			continue
+		}
+		n, ok := f.Node(w.Running.Replicas[0].Node)
+		if !ok {
+			continue
+		}
+		i, ok := m.index[Key{Model: n.Model, Region: n.Region}]
+		if ok && Evicts(m.quotes[i].PerGPUHour, w.MaxPrice) {
+			out = append(out, Eviction{Workload: w, Quote: m.quotes[i]})
+		}
+	}
+	return out
+}
