@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/spot"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -22,7 +23,8 @@ type Input struct {
 	// Down lists nodes that are unavailable; work on them is evicted.
 	Down []fleet.NodeID
 	// SpotPrices are the current spot prices; a spot workload with a max
-	// price is not placed where the price is above it.
+	// price is not placed where the price is above its admission bound
+	// (see spot.AdmitBound).
 	SpotPrices []SpotPrice
 	// Evict names running workloads to evict this cycle whatever else
 	// happens, with the reason to give (the server's policy caps on a class
@@ -39,6 +41,18 @@ type SpotPrice struct {
 	Model      fleet.ModelID
 	Region     string
 	PerGPUHour float64 // USD
+	// Firm is true for a price a policy set: spot work is placed while
+	// its max price is at least the price, without the market's headroom.
+	Firm bool
+}
+
+// SpotInput appends the scheduler's view of the market's quotes to dst:
+// the one conversion the simulator and the server share.
+func SpotInput(dst []SpotPrice, qs []spot.Quote) []SpotPrice {
+	for _, q := range qs {
+		dst = append(dst, SpotPrice{Model: q.Model, Region: q.Region, PerGPUHour: q.PerGPUHour, Firm: q.Firm})
+	}
+	return dst
 }
 
 // Options tune one cycle.

@@ -10,6 +10,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched/score"
+	"github.com/arbiterhq/arbiter/internal/spot"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -467,13 +468,13 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 		}
 		return reason{ReasonNoFlavor, fmt.Sprintf("no %s in %s", c.model, c.region)}, false
 	}
-	if w.Priority == workload.PrioritySpot && w.MaxPrice > 0 {
+	if spot.Bound(w) {
 		for _, p := range s.in.SpotPrices {
-			if p.Model == c.model && p.Region == c.region && p.PerGPUHour > w.MaxPrice {
+			if p.Model == c.model && p.Region == c.region && spot.AdmitBound(p.PerGPUHour, p.Firm) > w.MaxPrice {
 				if s.terse {
 					return reason{code: ReasonSpotPrice}, false
 				}
-				return reason{ReasonSpotPrice, fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, above max price $%.2f", c.model, c.region, p.PerGPUHour, w.MaxPrice)}, false
+				return reason{ReasonSpotPrice, spotPriceMessage(c, p, w.MaxPrice)}, false
 			}
 		}
 	}
@@ -1032,4 +1033,14 @@ func (s *snapshot) freeInReach(pools []int) resource.MilliGPU {
 	s.reachSet, s.reachGen, s.reachFree = true, s.freeGen, free
 	s.reachPool = append(s.reachPool[:0], pools...)
 	return free
+}
+
+// spotPriceMessage says why the spot price p at c refuses work with max
+// price maxPrice: it is above it, or within the market's headroom below it.
+func spotPriceMessage(c candidate, p SpotPrice, maxPrice float64) string {
+	if p.PerGPUHour > maxPrice || p.Firm {
+		return fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, above max price $%.2f", c.model, c.region, p.PerGPUHour, maxPrice)
+	}
+	return fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, not below %.0f%% of max price $%.2f (spot work starts only below $%.2f/GPU-h)",
+		c.model, c.region, p.PerGPUHour, 100*spot.AdmitFraction, maxPrice, maxPrice*spot.AdmitFraction)
 }

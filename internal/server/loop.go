@@ -289,7 +289,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		if d := s.policies.drained(w); len(d) > 0 {
 			in.Down = append(slices.Clip(in.Down), d...)
 		}
-		in.SpotPrices = s.policies.spotPrices(w)
+		in.SpotPrices, in.Evict = s.spot.input(w.Fleet, now, all, spotSet(s.policies.spotPrices(w)), in.Evict)
 		plan := sched.Schedule(in)
 		plan.Pending = append(plan.Pending, held...)
 		if len(plan.Placements)+len(plan.Preemptions) > 0 {

@@ -236,6 +236,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 var pinnedAccess = map[string]access{
 	"GET /v1/whoami":                                    anyAuthenticated,
 	"GET /v1/regions":                                   tenantScoped,
+	"GET /v1/spot-prices":                               tenantScoped,
 	"GET /v1/skus":                                      catalogRead,
 	"GET /v1/nodes":                                     adminOnly,
 	"POST /v1/nodes":                                    nodeSelf,

@@ -149,6 +149,7 @@ func (s *Server) apiRoutes() []apiRoute {
 
 		// fleet
 		{"GET /v1/regions", tenantScoped, routeDoc{summary: "List the fleet's regions", resp: api.List[api.Region]{}, query: pageQuery}, s.listRegions},
+		{"GET /v1/spot-prices", tenantScoped, routeDoc{summary: "List the spot price of each GPU model and region (catalog price moved by utilization, or set by a policy)", resp: api.List[api.SpotPrice]{}, query: pageQuery}, s.listSpotPrices},
 		{"GET /v1/skus", catalogRead, routeDoc{summary: "List the catalog's machine sizes", resp: api.List[api.SKU]{}, query: pageQuery}, s.listSKUs},
 		{"GET /v1/nodes", adminOnly, routeDoc{summary: "List machines with their allocation", resp: api.List[api.Node]{}, query: []string{"region", "limit", "continue"}}, s.listNodes},
 		{"POST /v1/nodes", nodeSelf, routeDoc{summary: "Register a machine (a node token: its own node only)", req: api.NodeRegistration{}, resp: api.Node{}, status: 201}, s.registerNode},

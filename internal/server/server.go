@@ -114,6 +114,7 @@ type Server struct {
 	sources    *limiter // per source address, before authentication
 	metrics    *metrics
 	policies   *policyRunner
+	spot       spotMarket
 	alerts     *alertRunner
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
@@ -210,6 +211,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.cat.Store(cat)
+	s.metrics.reg.MustRegister(&s.spot)
 	s.policies = newPolicyRunner(s)
 	if err := s.policies.load(ctx); err != nil {
 		return nil, err

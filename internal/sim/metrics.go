@@ -110,14 +110,9 @@ func newRecorder(s *Sim) *recorder {
 		r.tenantIdx[t.Name] = len(r.res.Series.Tenants)
 		r.res.Series.Tenants = append(r.res.Series.Tenants, t.Name)
 	}
-	seen := map[tenancy.Key]bool{}
-	for _, n := range s.cfg.Fleet.Nodes {
-		k := tenancy.Key{Model: n.Model, Region: n.Region}
-		if !seen[k] {
-			seen[k] = true
-			r.spotKeys = append(r.spotKeys, k)
-			r.res.Series.SpotKeys = append(r.res.Series.SpotKeys, string(k.Model)+"/"+k.Region)
-		}
+	for _, k := range s.market.Keys() {
+		r.spotKeys = append(r.spotKeys, tenancy.Key{Model: k.Model, Region: k.Region})
+		r.res.Series.SpotKeys = append(r.res.Series.SpotKeys, k.String())
 	}
 	for _, st := range s.services {
 		r.res.Series.Services = append(r.res.Series.Services, st.spec.Name)

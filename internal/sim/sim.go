@@ -11,6 +11,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/spot"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -115,13 +116,18 @@ type Sim struct {
 	services []*serviceState
 	pods     []tracePod // trace pods to replay
 	pol      *policyRun
-	cache    sched.Cache
-	// afterStep, when set (by tests), runs at the end of every step.
-	afterStep func()
-	skus      map[tenancy.Key]*fleet.SKU
-	smooth    []float64 // smoothed spot price per recorder.spotKeys
-	metrics   *recorder
-	progress  func(done, total time.Duration)
+	// spotSet holds the spot prices policies set (model, region → USD per
+	// GPU-hour), an input of the market; nil while none is in force.
+	spotSet map[spot.Key]float64
+	cache   sched.Cache
+	// afterStep, when set (by tests), runs at the end of every step;
+	// beforeSpot and afterSpot around the spot market's step.
+	afterStep             func()
+	beforeSpot, afterSpot func()
+	skus                  map[tenancy.Key]*fleet.SKU
+	market                *spot.Market // one per recorder.spotKeys, in order
+	metrics               *recorder
+	progress              func(done, total time.Duration)
 }
 
 // Options tune a run.
@@ -208,6 +214,7 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.market = spot.New(cfg.Fleet)
 	s.metrics = newRecorder(s)
 	s.keyUsed = make([]int64, len(s.metrics.spotKeys))
 	s.keyCap = make([]int64, len(s.metrics.spotKeys))
@@ -454,14 +461,9 @@ func (s *Sim) cycle() {
 	in.Options = schedOptions(s.st.Options)
 	in.Options.TerseReasons = debugFailures == nil // the run reads no messages
 	in.Cache = &s.cache
-	// Spot work is admitted below 80% of its max price and evicted above
-	// it: the gap keeps it from flapping.
-	in.SpotPrices = in.SpotPrices[:0]
-	for ki, k := range s.metrics.spotKeys {
-		if ki < len(s.metrics.spot) {
-			in.SpotPrices = append(in.SpotPrices, sched.SpotPrice{Model: k.Model, Region: k.Region, PerGPUHour: s.metrics.spot[ki] / 0.8})
-		}
-	}
+	// Spot work is admitted below spot.AdmitFraction of its max price
+	// and evicted above it: the gap keeps it from flapping.
+	in.SpotPrices = sched.SpotInput(in.SpotPrices[:0], s.market.Quotes())
 	plan := sched.Schedule(in)
 	s.metrics.cycles++
 	for _, p := range plan.Pending {
@@ -529,33 +531,24 @@ func (s *Sim) cycle() {
 	}
 }
 
-// spotPrices moves the spot price of each (model, region) with its
-// utilization and evicts spot work whose max price it passes.
+// spotPrices steps the spot market with the utilization of each (model,
+// region) and evicts spot work whose max price the price passes.
 func (s *Sim) spotPrices() {
+	if s.beforeSpot != nil {
+		s.beforeSpot()
+	}
+	s.market.Step(s.keyUsed, s.spotSet)
 	s.metrics.spot = s.metrics.spot[:0]
-	for ki, k := range s.metrics.spotKeys {
-		frac := 0.0
-		if s.keyCap[ki] > 0 {
-			frac = float64(s.keyUsed[ki]) / float64(s.keyCap[ki])
-		}
-		price := s.spotPrice(k, frac)
-		if len(s.smooth) > len(s.metrics.spot) {
-			// Prices follow utilization smoothly (an exponential moving
-			// average over about an hour), as spot markets do.
-			price = s.smooth[len(s.metrics.spot)] + (price-s.smooth[len(s.metrics.spot)])*(1.0/60)
-			s.smooth[len(s.metrics.spot)] = price
-		} else {
-			s.smooth = append(s.smooth, price)
-		}
-		s.metrics.spot = append(s.metrics.spot, price)
+	for _, q := range s.market.Quotes() {
+		s.metrics.spot = append(s.metrics.spot, q.PerGPUHour)
 	}
 	for _, j := range s.jobs {
-		if j.w.Priority != workload.PrioritySpot || j.done || j.w.Running == nil || j.w.MaxPrice <= 0 {
+		if !spot.Bound(j.w) || j.done || j.w.Running == nil {
 			continue
 		}
 		a := j.w.Running
 		n, _ := s.cfg.Fleet.Node(a.Replicas[0].Node)
-		if price := s.metrics.spot[s.nodeKey[n.Index]]; price > j.w.MaxPrice {
+		if spot.Evicts(s.metrics.spot[s.nodeKey[n.Index]], j.w.MaxPrice) {
 			s.metrics.spotEvicted(j)
 			lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
 			s.release(j)
@@ -563,22 +556,9 @@ func (s *Sim) spotPrices() {
 			s.dirty = true
 		}
 	}
-}
-
-// spotPrice is the per-GPU-hour spot price: the catalog's spot price while
-// the pool is below 70% used, rising linearly to the on-demand price at
-// 100%.
-func (s *Sim) spotPrice(k tenancy.Key, util float64) float64 {
-	sku := s.skuOf(k)
-	if sku == nil {
-		return 0
+	if s.afterSpot != nil {
+		s.afterSpot()
 	}
-	p := s.cfg.Fleet.Catalog.PriceIn(sku, k.Region)
-	spot, od := p.Spot/float64(sku.GPUs), p.OnDemand/float64(sku.GPUs)
-	if util <= 0.7 {
-		return spot
-	}
-	return spot + (od-spot)*math.Min(1, (util-0.7)/0.3)
 }
 
 // skuOf returns the SKU of the first node of a (model, region).
