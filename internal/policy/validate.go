@@ -82,6 +82,9 @@ func (p *Policy) resolve(known Targets, set bool) error {
 			for _, f := range fields {
 				v.target(targets[f], actionKinds[a.Type][baseField(f)], fieldPos(a.at, f, a.Pos), a.Path+"."+f, fmt.Sprintf("%s of %s", baseField(f), a.Type))
 			}
+			if a.Type == ActionReallocate {
+				v.guarantee(a)
+			}
 		}
 	}
 	if err := v.errs.Err(); err != nil {
@@ -194,4 +197,34 @@ func plural(k TargetKind) string {
 		return "classes"
 	}
 	return k.String() + "s"
+}
+
+// guarantee checks which quota entry a reallocate's temporary guarantee
+// raises: the entry, for the flavor its resources name (and the region,
+// when they name one; else the all-regions entry), of each tenant they
+// name. So a guarantee needs at least one tenant and exactly one flavor
+// among the resources, and at most one region; a flavor or region named
+// without a guarantee would do nothing, and is refused too.
+func (v *resolver) guarantee(a *Action) {
+	quiet := resolver{known: v.known, set: true}
+	var tenants, flavors, regions int
+	for i := range a.Resources {
+		t := a.Resources[i]
+		quiet.target(&t, actionKinds[ActionReallocate]["resources"], a.Pos, "", "")
+		switch t.Kind {
+		case TargetTenant:
+			tenants++
+		case TargetFlavor:
+			flavors++
+		case TargetRegion:
+			regions++
+		}
+	}
+	pos := fieldPos(a.at, "guarantee", a.Pos)
+	switch {
+	case a.Guarantee.Value > 0 && (tenants == 0 || flavors != 1 || regions > 1):
+		v.errs.Add(pos, a.Path+".guarantee", "a guarantee raises a tenant's quota entry: list in resources the tenant(s), exactly one flavor and at most one region, such as [tenant:acme, flavor:H100-80G, region:eastus]")
+	case a.Guarantee.Value <= 0 && flavors+regions > 0:
+		v.errs.Add(fieldPos(a.at, "resources[0]", a.Pos), a.Path+".resources", "a flavor or region in resources names the quota entry of a guarantee: add guarantee: (GPUs), or remove it")
+	}
 }

@@ -278,17 +278,8 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		if attempt > 1 {
 			now, gen = s.now(), s.policies.generation()
 		}
-		in := w.input(now, s.policies.adjust(w))
-		var reprioritized, migrated, capped bool
-		var held []sched.Pending
-		in.Workloads, reprioritized = s.policies.reprioritize(in.Workloads)
-		in.Workloads, migrated = s.policies.migrate(in.Workloads)
-		all := in.Workloads // held work is pending too, for the metrics
-		in.Workloads, in.Evict, held, capped = s.policies.classCaps(in.Workloads)
-		if d := s.policies.drained(w); len(d) > 0 {
-			in.Down = append(slices.Clip(in.Down), d...)
-		}
-		in.SpotPrices = s.policies.spotPrices(w)
+		in := w.input(now, w.Tree)
+		all, held, affected := s.policies.applyEffects(w, &in)
 		plan := sched.Schedule(in)
 		plan.Pending = append(plan.Pending, held...)
 		if len(plan.Placements)+len(plan.Preemptions) > 0 {
@@ -318,7 +309,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		s.metrics.observe(w, observed, plan)
 		s.settledMu.Lock()
 		s.settled = nil
-		if !reprioritized && !migrated && !capped { // alike ignores the labels these actions may match
+		if !affected { // alike ignores the labels these actions may match
 			s.settled = newSettled(w, in, plan, gen)
 		}
 		s.settledMu.Unlock()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/policy"
-	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/policy/effects"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
@@ -34,10 +34,9 @@ type policyRunner struct {
 	// sent (see sendNotifications).
 	hc        *http.Client
 	delivered chan struct{}
-	// capBase holds, per scale_down in force on a class, service or
-	// selector (policy, rule, action index), the GPUs its target held
-	// when it came into force (see classCaps).
-	capBase map[string]resource.MilliGPU
+	// rt is the policy runtime's state: the bases of the caps in force
+	// (see actions.go).
+	rt *effects.State
 }
 
 func (pr *policyRunner) generation() uint64 {
@@ -51,7 +50,7 @@ const policyWindow = 5 * time.Minute
 
 func newPolicyRunner(s *Server) *policyRunner {
 	return &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
-		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}, capBase: map[string]resource.MilliGPU{}}
+		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}, rt: effects.NewState()}
 }
 
 // knownTargets lists what policies may name: tenants, GPU models, regions,
@@ -68,7 +67,9 @@ func knownTargets(wd *world) policy.Targets {
 	}
 	classes := map[string]bool{"vm": true, "training": true, "inference": true, "batch": true,
 		"critical": true, "high": true, "normal": true, "low": true, "spot": true}
-	pools, services, regions := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	// The low-priority pool may be named without any node in it (see
+	// effects.LowPriorityPool), as in the simulator.
+	pools, services, regions := map[string]bool{effects.LowPriorityPool: true}, map[string]bool{}, map[string]bool{}
 	for _, x := range wd.Workloads {
 		if c := x.Spec.Labels["class"]; c != "" {
 			classes[c] = true
@@ -232,13 +233,15 @@ func (pr *policyRunner) tick(ctx context.Context) {
 			pr.gen++
 		}
 		pr.active[n] = step.Active
-		pr.recordCapBases(n, step.Active, wd)
 		for _, f := range step.Firings {
 			firings = append(firings, &store.Firing{Policy: n, Rule: f.Rule, Event: f.Event.String(), Time: f.Time, DryRun: f.DryRun, Text: f.String()})
 			pr.s.metrics.firings.WithLabelValues(n, f.Rule, f.Event.String()).Inc()
 			notes = append(notes, notifications(n, f)...)
 		}
 	}
+	// The runtime records the bases of the caps that came into force now
+	// (after a restart: at the first evaluation).
+	pr.rt.Compute(runtimeWorld(wd, nil), pr.activeList())
 	pr.mu.Unlock()
 	if len(firings) == 0 {
 		return
