@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/policy/effects"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -427,24 +429,7 @@ func (s *Sim) cycle() {
 	s.jobs = live
 	ws := make([]*workload.Workload, 0, len(s.jobs))
 	byName := make(map[workload.ID]*job, len(s.jobs))
-	var classGPUs map[string]float64 // nil unless a policy holds some work back
-	if s.pol != nil && (len(s.pol.capFrac) > 0 || len(s.pol.drained) > 0) {
-		classGPUs = map[string]float64{}
-		for _, j := range s.jobs {
-			if j.w.Running != nil {
-				classGPUs[j.class] += float64(j.gpus()) / resource.PerGPU
-			}
-		}
-	}
 	for _, j := range s.jobs {
-		if j.w.Running == nil && classGPUs != nil {
-			if s.held(j, classGPUs) {
-				continue
-			}
-			// Count it as if placed, so that the pending work let through
-			// together stays within the cap.
-			classGPUs[j.class] += float64(j.gpus()) / resource.PerGPU
-		}
 		ws = append(ws, j.w)
 		byName[j.w.Name] = j
 	}
@@ -455,12 +440,30 @@ func (s *Sim) cycle() {
 	in.Options.TerseReasons = debugFailures == nil // the run reads no messages
 	in.Cache = &s.cache
 	// Spot work is admitted below 80% of its max price and evicted above
-	// it: the gap keeps it from flapping.
+	// it: the gap keeps it from flapping. A price a policy sets is the
+	// price, as on the server.
 	in.SpotPrices = in.SpotPrices[:0]
+	var eff *effects.Effects
+	if s.pol != nil {
+		eff = s.pol.eff
+	}
 	for ki, k := range s.metrics.spotKeys {
 		if ki < len(s.metrics.spot) {
-			in.SpotPrices = append(in.SpotPrices, sched.SpotPrice{Model: k.Model, Region: k.Region, PerGPUHour: s.metrics.spot[ki] / 0.8})
+			if _, set := eff.SpotPrice(k.Model, k.Region); !set {
+				in.SpotPrices = append(in.SpotPrices, sched.SpotPrice{Model: k.Model, Region: k.Region, PerGPUHour: s.metrics.spot[ki] / 0.8})
+			}
 		}
+	}
+	if eff != nil && eff.Any() {
+		// The actions in force, through the policy runtime, as the
+		// server applies them.
+		in.Tenants = eff.AdjustTree(in.Tenants)
+		in.Workloads = eff.Apply(in.Workloads)
+		in.Workloads, in.Evict, _ = eff.Caps(in.Workloads)
+		if len(eff.Drained) > 0 {
+			in.Down = append(slices.Clip(in.Down), eff.Drained...)
+		}
+		in.SpotPrices = append(in.SpotPrices, eff.SpotPrices()...)
 	}
 	plan := sched.Schedule(in)
 	s.metrics.cycles++

@@ -100,7 +100,8 @@ func NewState() *State { return &State{capBase: map[string]resource.MilliGPU{}} 
 type Effects struct {
 	prio    []prioRule
 	migr    []migrateRule
-	caps    []Cap
+	// Limits are the caps in force on classes, services and selectors.
+	Limits  []Cap
 	tenants []tenantRule
 	// Guarantees are reallocate's temporary guarantees in force.
 	Guarantees []Guarantee
@@ -146,7 +147,10 @@ type Cap struct {
 
 // Any reports whether any effect is in force.
 func (e *Effects) Any() bool {
-	return len(e.prio)+len(e.migr)+len(e.caps)+len(e.tenants)+len(e.Guarantees)+len(e.Drained)+len(e.Spot) > 0
+	if e == nil {
+		return false
+	}
+	return len(e.prio)+len(e.migr)+len(e.Limits)+len(e.tenants)+len(e.Guarantees)+len(e.Drained)+len(e.Spot) > 0
 }
 
 func key(a Active) string { return a.Policy + "\x00" + a.Rule + "\x00" + strconv.Itoa(a.Index) }
@@ -203,7 +207,7 @@ func (st *State) Compute(w World, active []Active) *Effects {
 				}
 				limit = resource.MilliGPU(float64(base) * act.MinCapacity.Value)
 			}
-			e.caps = append(e.caps, Cap{Target: act.Target, Limit: limit,
+			e.Limits = append(e.Limits, Cap{Target: act.Target, Limit: limit,
 				Why: fmt.Sprintf("%s capped at %v GPUs by policy %s, rule %s", act.Target, limit, a.Policy, a.Rule)})
 		case policy.ActionDrain:
 			for _, n := range w.Nodes {
@@ -367,12 +371,12 @@ func (e *Effects) Apply(ws []*workload.Workload) []*workload.Workload {
 // should see (held ones removed), the evictions and the held workloads'
 // pending entries.
 func (e *Effects) Caps(ws []*workload.Workload) ([]*workload.Workload, map[workload.ID]string, []sched.Pending) {
-	if len(e.caps) == 0 {
+	if len(e.Limits) == 0 {
 		return ws, nil, nil
 	}
 	evict := map[workload.ID]string{}
 	heldBack := map[workload.ID]string{}
-	for _, c := range e.caps {
+	for _, c := range e.Limits {
 		var used resource.MilliGPU
 		var running, pending []*workload.Workload
 		for _, w := range ws {
@@ -494,4 +498,14 @@ func (e *Effects) SpotPrices() []sched.SpotPrice {
 		return 0
 	})
 	return out
+}
+
+// SpotPrice returns the spot price a policy sets for a GPU model in a
+// region, and whether one does. e may be nil.
+func (e *Effects) SpotPrice(m fleet.ModelID, region string) (float64, bool) {
+	if e == nil {
+		return 0, false
+	}
+	p, ok := e.Spot[tenancy.Key{Model: m, Region: region}]
+	return p, ok
 }
