@@ -98,8 +98,8 @@ func NewState() *State { return &State{capBase: map[string]resource.MilliGPU{}} 
 // Effects are the changes the actions in force make to the scheduler's
 // input.
 type Effects struct {
-	prio    []prioRule
-	migr    []migrateRule
+	prio []prioRule
+	migr []migrateRule
 	// Limits are the caps in force on classes, services and selectors.
 	Limits  []Cap
 	tenants []tenantRule
