@@ -648,3 +648,10 @@ func (l *loader) checkNames(p *Policy) {
 		}
 	}
 }
+
+// ActionTargetKinds returns the target kinds an action's field ("target",
+// "destination" or "resources") accepts: the loader refuses the others.
+// The policy runtime must give every one of them an effect.
+func ActionTargetKinds(a ActionType, field string) []TargetKind {
+	return append([]TargetKind(nil), actionKinds[a][field]...)
+}
