@@ -46,7 +46,7 @@ func (pr *policyRunner) generation() uint64 {
 }
 
 // policyWindow is the width of the metric windows policies read.
-const policyWindow = 5 * time.Minute
+const policyWindow = effects.Window
 
 func newPolicyRunner(s *Server) *policyRunner {
 	return &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
@@ -155,55 +155,14 @@ func (pr *policyRunner) set(name string, eng *policy.Engine) {
 	pr.gen++
 }
 
-// sample records the metrics policies read: utilization and pending GPUs of
-// the cluster, each tenant, flavor and region.
+// sample records the metrics policies read from the world, as the policy
+// runtime measures them (effects.Sample; the simulator does the same).
 func (pr *policyRunner) sample(wd *world, now time.Time) {
-	capFlavor, capRegion := map[string]float64{}, map[string]float64{}
-	var capAll float64
-	down := map[string]bool{}
-	for _, id := range wd.Down {
-		down[string(id)] = true
+	tenants := make([]string, len(wd.Tenants))
+	for i, t := range wd.Tenants {
+		tenants[i] = t.Name
 	}
-	for _, n := range wd.Fleet.Nodes {
-		if !down[string(n.ID)] {
-			capAll += float64(n.GPUs)
-			capFlavor[string(n.Model)] += float64(n.GPUs)
-			capRegion[n.Region] += float64(n.GPUs)
-		}
-	}
-	used := map[policy.Target]float64{}
-	pending := map[policy.Target]float64{}
-	for _, x := range wd.Workloads {
-		g := gpus(x.Spec.TotalGPUs())
-		if x.Running == nil {
-			pending[policy.Cluster] += g
-			pending[policy.Target{Kind: policy.TargetTenant, Name: x.Tenant}] += g
-			continue
-		}
-		used[policy.Cluster] += g
-		used[policy.Target{Kind: policy.TargetTenant, Name: x.Tenant}] += g
-		used[policy.Target{Kind: policy.TargetFlavor, Name: string(x.Running.Flavor)}] += g
-		used[policy.Target{Kind: policy.TargetRegion, Name: x.Running.Region}] += g
-	}
-	util := func(t policy.Target, capacity float64) {
-		if capacity > 0 {
-			pr.windows.ObserveMetric(policy.MetricUtilization, t, now, used[t]/capacity)
-		}
-	}
-	util(policy.Cluster, capAll)
-	for f, c := range capFlavor {
-		util(policy.Target{Kind: policy.TargetFlavor, Name: f}, c)
-	}
-	for r, c := range capRegion {
-		util(policy.Target{Kind: policy.TargetRegion, Name: r}, c)
-	}
-	for _, t := range wd.Tenants {
-		tt := policy.Target{Kind: policy.TargetTenant, Name: t.Name}
-		util(tt, capAll)
-		pr.windows.ObserveMetric(policy.MetricPendingGPUs, tt, now, pending[tt])
-	}
-	pr.windows.ObserveMetric(policy.MetricPendingGPUs, policy.Cluster, now, pending[policy.Cluster])
-	pr.windows.Advance(now)
+	effects.Observe(pr.windows, now, effects.Sample(runtimeWorld(wd, nil), tenants, wd.Down))
 }
 
 // tick samples metrics, evaluates every policy and records the firings.

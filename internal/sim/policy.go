@@ -26,6 +26,11 @@ type policyRun struct {
 	// eff are the effects of the actions in force this step.
 	eff    *effects.Effects
 	values metricValues
+	// windows hold the metrics the world gives (effects.Sample) and the
+	// scripted samples, over the same windows as the server's.
+	windows *policy.Windows
+	tenants []string
+	samples []MetricSample // scripted, in time order; consumed as they pass
 	// recovering lists firings waiting for p99 to return under the SLO.
 	recovering []int
 }
@@ -51,6 +56,30 @@ type metricValues struct {
 	svcLatency  map[string][3]float64
 	pendingGPUs float64
 	failRate    float64 // capacity failures / requests this step
+}
+
+// MetricSample is a scripted sample of a metric, replayed into the run's
+// policy windows at its time, as a metrics source pushes it to the server.
+type MetricSample struct {
+	At     time.Duration // after the scenario's start
+	Metric policy.Metric
+	Target policy.Target
+	Value  float64
+}
+
+// policyMetrics is what the run's rules read: the windows for the metrics
+// the world gives and for those scripted; the simulator's own models
+// (service latency, capacity failures) for the rest.
+type policyMetrics struct{ p *policyRun }
+
+func (m policyMetrics) Value(q policy.Query) (float64, bool) {
+	if effects.Sources[q.Metric][q.Target.Kind] == effects.FromWorld {
+		return m.p.windows.Value(q)
+	}
+	if v, ok := m.p.windows.Value(q); ok {
+		return v, true
+	}
+	return m.p.values.Value(q)
 }
 
 func (m *metricValues) Value(q policy.Query) (float64, bool) {
@@ -120,7 +149,11 @@ func (s *Sim) loadPolicy() error {
 	if err != nil {
 		return err
 	}
-	s.pol = &policyRun{eng: eng, name: PolicyName(s.st.Policies), rt: effects.NewState(), eff: &effects.Effects{}}
+	s.pol = &policyRun{eng: eng, name: PolicyName(s.st.Policies), rt: effects.NewState(), eff: &effects.Effects{},
+		windows: policy.NewWindows(effects.Window), samples: slices.Clone(s.samples)}
+	for _, t := range s.cfg.Tree.Tenants {
+		s.pol.tenants = append(s.pol.tenants, t.Name)
+	}
 	return nil
 }
 
@@ -170,12 +203,19 @@ func (s *Sim) stepPolicy() {
 	}
 	p := s.pol
 	s.measure(&p.values)
-	step := p.eng.Evaluate(s.now, &p.values)
+	for len(p.samples) > 0 && !s.sc.Start.Add(p.samples[0].At).After(s.now) {
+		x := p.samples[0]
+		p.windows.ObserveMetric(x.Metric, x.Target, s.sc.Start.Add(x.At), x.Value)
+		p.samples = p.samples[1:]
+	}
+	world := s.runtimeWorld()
+	effects.Observe(p.windows, s.now, effects.Sample(world, p.tenants, nil))
+	step := p.eng.Evaluate(s.now, policyMetrics{p})
 	active := make([]effects.Active, len(step.Active))
 	for i, a := range step.Active {
 		active[i] = effects.Active{Policy: p.name, ActiveAction: a}
 	}
-	eff := p.rt.Compute(s.runtimeWorld(), active)
+	eff := p.rt.Compute(world, active)
 	for _, f := range step.Firings {
 		effect := ""
 		if f.Event == policy.EventFired {
@@ -283,4 +323,46 @@ func (s *Sim) measure(m *metricValues) {
 			m.latency[i] = max(m.latency[i], v[i])
 		}
 	}
+}
+
+// StepRecord is what one step of a run did, as the differential test
+// compares it with the server: the policy firings, where every running
+// workload runs (workload → its nodes, in replica order), and the
+// workloads evicted by the core.
+type StepRecord struct {
+	Time     time.Time
+	Firings  []policy.Firing
+	Running  map[workload.ID][]string
+	Evicted  []workload.ID
+	Priority map[workload.ID]workload.Priority // effective, as the core saw it
+}
+
+func (s *Sim) stepRecord() StepRecord {
+	r := StepRecord{Time: s.now, Running: map[workload.ID][]string{}, Evicted: s.stepEvicted, Priority: map[workload.ID]workload.Priority{}}
+	s.stepEvicted = nil
+	if s.pol != nil {
+		for _, f := range s.pol.firing {
+			if f.Time.Equal(s.now) {
+				r.Firings = append(r.Firings, f.Firing)
+			}
+		}
+	}
+	for _, j := range s.jobs {
+		if j.done {
+			continue
+		}
+		w := j.w
+		if s.pol != nil {
+			w, _ = s.pol.eff.Override(j.w)
+		}
+		r.Priority[j.w.Name] = w.Priority
+		if j.w.Running != nil {
+			var nodes []string
+			for _, rep := range j.w.Running.Replicas {
+				nodes = append(nodes, string(rep.Node))
+			}
+			r.Running[j.w.Name] = nodes
+		}
+	}
+	return r
 }

@@ -124,6 +124,10 @@ type Sim struct {
 	smooth    []float64 // smoothed spot price per recorder.spotKeys
 	metrics   *recorder
 	progress  func(done, total time.Duration)
+	samples   []MetricSample
+	onStep    func(StepRecord)
+	// stepEvicted collects this step's evictions, for onStep.
+	stepEvicted []workload.ID
 }
 
 // Options tune a run.
@@ -133,6 +137,12 @@ type Options struct {
 	Duration time.Duration
 	// Progress, when set, is called every simulated hour.
 	Progress func(done, total time.Duration)
+	// Samples are scripted metric samples the strategy's policies read
+	// (as a metrics source pushes them to the server), sorted by time.
+	Samples []MetricSample
+	// OnStep, when set, is called at the end of every step with what the
+	// step did (the differential test compares it with the server's).
+	OnStep func(StepRecord)
 }
 
 // New prepares a run of scenario sc under strategy st.
@@ -179,6 +189,8 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 		in:       cfg.Input(),
 		now:      sc.Start,
 		progress: opt.Progress,
+		samples:  opt.Samples,
+		onStep:   opt.OnStep,
 	}
 	dur := sc.Duration
 	if opt.Duration > 0 {
@@ -282,6 +294,9 @@ func (s *Sim) Run() *StrategyResult {
 		s.metrics.sample()
 		if s.afterStep != nil {
 			s.afterStep()
+		}
+		if s.onStep != nil {
+			s.onStep(s.stepRecord())
 		}
 		if s.progress != nil && t.Sub(s.sc.Start)%time.Hour == 0 {
 			s.progress(t.Sub(s.sc.Start), total)
@@ -489,6 +504,7 @@ func (s *Sim) cycle() {
 		}
 		lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
 		s.metrics.preempted(j, p, time.Duration(lost*float64(time.Second)))
+		s.stepEvicted = append(s.stepEvicted, j.w.Name)
 		s.release(j)
 		j.remaining += time.Duration(lost * float64(time.Second))
 		s.dirty = true
@@ -558,6 +574,11 @@ func (s *Sim) spotPrices() {
 		}
 		a := j.w.Running
 		n, _ := s.cfg.Fleet.Node(a.Replicas[0].Node)
+		if s.pol != nil {
+			if _, set := s.pol.eff.SpotPrice(n.Model, n.Region); set {
+				continue // a policy sets the price: the core evicts, as on the server
+			}
+		}
 		if price := s.metrics.spot[s.nodeKey[n.Index]]; price > j.w.MaxPrice {
 			s.metrics.spotEvicted(j)
 			lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
