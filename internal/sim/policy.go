@@ -174,6 +174,9 @@ func (s *Sim) targets() policy.Targets {
 			c = g.Name
 		}
 		add(&t.Classes, c)
+		if v := g.Labels["service"]; v != "" {
+			add(&t.Services, v) // as the server knows services: by label
+		}
 	}
 	for _, sv := range s.sc.Services {
 		c := sv.Class

@@ -375,6 +375,11 @@ func (s *Sim) newJob(gi int) *job {
 		MaxPrice:           g.MaxPrice,
 		Labels:             map[string]string{"class": class},
 	}, SubmittedAt: s.now}
+	for k, v := range g.Labels {
+		if k != "class" {
+			w.Labels[k] = v
+		}
+	}
 	s.st.override(class, &w.Spec)
 	j := &job{w: w, gen: gi, svc: -1, class: class, customer: g.Customer, remaining: runtime,
 		basePriority: w.Priority, basePreempt: w.Preemptible}
