@@ -43,3 +43,14 @@ func TestGuaranteeNamesItsEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmeasuredMetricRefused: a condition on a metric × target pair that
+// no side measures (utilization of a class) is refused at its position,
+// instead of never firing.
+func TestUnmeasuredMetricRefused(t *testing.T) {
+	src := "policies:\n  - name: r\n    when: {metric: utilization, of: class:inference, above: 50%}\n    then:\n      - {type: notify, message: hi}\n"
+	_, err := Load("test.yaml", []byte(src))
+	if err == nil || !strings.Contains(err.Error(), "test.yaml:3:37: policies[0].when.of: utilization is not measured on a class") {
+		t.Errorf("got %v, want a positioned refusal", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/purity"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -181,5 +182,29 @@ func TestCapBaseKept(t *testing.T) {
 	st.Compute(w, nil)
 	if e := st.Compute(w, []Active{{Policy: "p", ActiveAction: act}}); e.Limits[0].Limit != 0 {
 		t.Errorf("limit %v after it ended and came back with nothing running, want 0", e.Limits[0].Limit)
+	}
+}
+
+// TestSampleCoversTable: every metric × target kind the table says the
+// world gives is measured by Sample (so the loader accepts no condition
+// that neither side can evaluate).
+func TestSampleCoversTable(t *testing.T) {
+	w := testWorld()
+	pend := *w.Workloads[0]
+	pend.Name, pend.Running, pend.Flavors = "acme/p", nil, []fleet.ModelID{"H100-80G"}
+	w.Workloads = append(w.Workloads, &pend)
+	got := map[policy.Metric]map[policy.TargetKind]bool{}
+	for _, o := range Sample(w, []string{"acme"}, nil) {
+		if got[o.Metric] == nil {
+			got[o.Metric] = map[policy.TargetKind]bool{}
+		}
+		got[o.Metric][o.Target.Kind] = true
+	}
+	for m, ks := range Sources {
+		for k, src := range ks {
+			if src == FromWorld && !got[m][k] {
+				t.Errorf("%s of a %s: the table says the world gives it, Sample does not", m, k)
+			}
+		}
 	}
 }

@@ -19,34 +19,13 @@ type Observation struct {
 	Value  float64
 }
 
-// Source says where a metric of a target kind comes from.
-type Source int
+// Sources is the one table of policy metrics × target kinds
+// (policy.MetricSources): which the world gives (Sample, on both sides)
+// and which must be pushed.
+var Sources = policy.MetricSources
 
-const (
-	// FromWorld metrics are measured from the world by Sample, on both
-	// sides.
-	FromWorld Source = iota + 1
-	// Pushed metrics come from outside: on the server, pushed by a
-	// metrics source (POST /v1/metrics); in the simulator, from its
-	// service and capacity models or a scenario's scripted samples.
-	Pushed
-)
-
-// Sources is the one table of policy metrics × target kinds that have a
-// value: which the world gives (Sample) and which must be pushed. The
-// simulator and the server both sample by it.
-var Sources = map[policy.Metric]map[policy.TargetKind]Source{
-	policy.MetricUtilization: {policy.TargetCluster: FromWorld, policy.TargetTenant: FromWorld, policy.TargetFlavor: FromWorld,
-		policy.TargetRegion: FromWorld, policy.TargetPool: FromWorld},
-	policy.MetricPendingGPUs: {policy.TargetCluster: FromWorld, policy.TargetTenant: FromWorld, policy.TargetFlavor: FromWorld,
-		policy.TargetRegion: FromWorld},
-	policy.MetricP50Latency:          {policy.TargetCluster: Pushed, policy.TargetService: Pushed},
-	policy.MetricP95Latency:          {policy.TargetCluster: Pushed, policy.TargetService: Pushed},
-	policy.MetricP99Latency:          {policy.TargetCluster: Pushed, policy.TargetService: Pushed},
-	policy.MetricQueueWait:           {policy.TargetCluster: Pushed, policy.TargetTenant: Pushed},
-	policy.MetricSpotPrice:           {policy.TargetCluster: Pushed, policy.TargetFlavor: Pushed, policy.TargetRegion: Pushed, policy.TargetPool: Pushed},
-	policy.MetricCapacityFailureRate: {policy.TargetCluster: Pushed, policy.TargetRegion: Pushed},
-}
+// FromWorld marks the pairs Sample measures.
+const FromWorld = policy.FromWorld
 
 // Sample measures, from the world, the metrics Sources says it gives:
 // utilization (GPUs running over the GPUs of the nodes in service) of the
