@@ -105,16 +105,23 @@ var diffArrivals = []arrival{
 	{at: 0, name: "train", tenant: "contoso", kind: "training", priority: workload.PriorityNormal, gpus: 8, replicas: 2, flavor: "A100-80G", regions: []string{"eastus", "westus2"}, labels: map[string]string{"team": "ml"}},
 	{at: 0, name: "dev", tenant: "contoso", kind: "vm", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
 	{at: 0, name: "dev", tenant: "contoso", kind: "vm", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
-	{at: time.Minute, name: "batch", tenant: "fabrikam", kind: "batch", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus", "westus2"}},
-	{at: time.Minute, name: "batch", tenant: "fabrikam", kind: "batch", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus", "westus2"}},
+	{at: time.Minute, name: "batch", tenant: "fabrikam", kind: "batch", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: time.Minute, name: "batch", tenant: "fabrikam", kind: "batch", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
 	{at: 0, name: "chat", tenant: "contoso", kind: "inference", priority: workload.PriorityNormal, gpus: 8, replicas: 1, flavor: "H100-80G", regions: []string{"eastus"}, labels: map[string]string{"service": "chat"}},
 	{at: 3 * time.Minute, name: "spot", tenant: "fabrikam", kind: "batch", priority: workload.PrioritySpot, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"westus2"}, maxPrice: 100},
 	{at: 4 * time.Minute, name: "scratch", tenant: "fabrikam", kind: "batch", priority: workload.PriorityLow, preemptible: true, gpus: 4, replicas: 1, flavor: "A100-80G", regions: []string{"eastus", "westus2"}},
 	{at: 4 * time.Minute, name: "scratch", tenant: "fabrikam", kind: "batch", priority: workload.PriorityLow, preemptible: true, gpus: 4, replicas: 1, flavor: "A100-80G", regions: []string{"eastus", "westus2"}},
 	{at: 12 * time.Minute, name: "train2", tenant: "contoso", kind: "training", priority: workload.PriorityNormal, gpus: 8, replicas: 2, flavor: "A100-80G", regions: []string{"eastus", "westus2"}},
 	{at: 13 * time.Minute, name: "hpc", tenant: "fabrikam", kind: "training", priority: workload.PriorityNormal, gpus: 8, replicas: 1, flavor: "H100-80G", regions: []string{"eastus"}, labels: map[string]string{"team": "ml"}},
+	{at: 26 * time.Minute, name: "spot2", tenant: "fabrikam", kind: "batch", priority: workload.PrioritySpot, preemptible: true, gpus: 4, replicas: 1, flavor: "A100-80G", regions: []string{"westus2"}, maxPrice: 100},
 	{at: 30 * time.Minute, name: "scratch", tenant: "fabrikam", kind: "batch", priority: workload.PriorityLow, preemptible: true, gpus: 4, replicas: 1, flavor: "A100-80G", regions: []string{"eastus", "westus2"}},
 }
+
+// While evacuate is in force (minutes 24–37) the policy's spot price in
+// westus2 ($200) is above spot2's max price: it waits on both sides and is
+// placed when the rule reverts. Running spot work is not evicted on a
+// policy price on either side today; when the live spot market evicts it,
+// the simulator must too (sim.go, spotPrices), or this test fails.
 
 // diffSamples are the pushed metrics: chat is slow from minute 8 to 18;
 // the queue waits long from minute 22 to 34.
@@ -339,7 +346,7 @@ func TestDifferentialSimServer(t *testing.T) {
 			t.Errorf("rule %s never fired; the script must exercise it", r)
 		}
 	}
-	for _, r := range []string{"busy", "chat_slow", "evacuate"} {
+	for _, r := range []string{"chat_slow", "evacuate"} {
 		if !fired[r+" reverted"] {
 			t.Errorf("rule %s never reverted; the script must exercise it", r)
 		}
