@@ -151,13 +151,14 @@ var diffStart = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 // diffStep is what one step did, on either side.
 type diffStep struct {
 	Firings []string            // rule event, in order
+	Notes   []string            // the notifications sent, as the event log writes them
 	Running map[string][]string // workload → nodes
 	Evicted []string            // running at the previous step, not now
 }
 
 func (d diffStep) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "firings %v; evicted %v; running:", d.Firings, d.Evicted)
+	fmt.Fprintf(&b, "firings %v; notes %q; evicted %v; running:", d.Firings, d.Notes, d.Evicted)
 	for _, k := range slices.Sorted(maps.Keys(d.Running)) {
 		fmt.Fprintf(&b, " %s@%v", k, d.Running[k])
 	}
@@ -208,6 +209,9 @@ func runDiffSim(t *testing.T) []diffStep {
 		for _, f := range r.Firings {
 			d.Firings = append(d.Firings, f.Rule+" "+f.Event.String())
 		}
+		for _, n := range r.Notifications {
+			d.Notes = append(d.Notes, n.Text())
+		}
 		for id, nodes := range r.Running {
 			d.Running[string(id)] = nodes
 		}
@@ -243,6 +247,7 @@ func runDiffServer(t *testing.T) []diffStep {
 	var steps []diffStep
 	prev := map[string][]string{}
 	seen := 0
+	var lastEvent int64
 	for m := 0; m < diffMinutes; m++ {
 		now = diffStart.Add(time.Duration(m) * time.Minute)
 		for i, a := range diffArrivals {
@@ -287,6 +292,16 @@ func runDiffServer(t *testing.T) []diffStep {
 			d.Firings = append(d.Firings, f.Rule+" "+f.Event)
 		}
 		seen = len(fs)
+		evs, err := h.admin.Events(h.ctx, lastEvent, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.Type == "PolicyNotification" {
+				d.Notes = append(d.Notes, e.Message)
+			}
+			lastEvent = e.Seq
+		}
 		for name, c := range tenants {
 			ws, err := c.Workloads(h.ctx, name, "")
 			if err != nil {
@@ -319,13 +334,14 @@ func TestDifferentialSimServer(t *testing.T) {
 		t.Fatalf("%d simulator steps, %d server steps", len(simSteps), len(srvSteps))
 	}
 	fired := map[string]bool{}
-	evicted, diffs := 0, 0
+	evicted, diffs, notes := 0, 0, 0
 	for i := range simSteps {
 		a, b := simSteps[i], srvSteps[i]
 		for _, f := range a.Firings {
 			fired[f] = true
 		}
 		evicted += len(a.Evicted)
+		notes += len(a.Notes)
 		if testing.Verbose() {
 			t.Logf("minute %d: %s", i, a)
 		}
@@ -351,7 +367,7 @@ func TestDifferentialSimServer(t *testing.T) {
 			t.Errorf("rule %s never reverted; the script must exercise it", r)
 		}
 	}
-	if evicted == 0 {
-		t.Error("no evictions in the script")
+	if evicted == 0 || notes == 0 {
+		t.Errorf("%d evictions, %d notifications in the script; want both", evicted, notes)
 	}
 }

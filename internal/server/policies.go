@@ -215,7 +215,7 @@ func (pr *policyRunner) tick(ctx context.Context) {
 			}
 		}
 		for _, n := range notes {
-			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "PolicyNotification", Object: "policies/" + n.Policy, Message: n.eventText()}); err != nil {
+			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "PolicyNotification", Object: "policies/" + n.Policy, Message: n.Text()}); err != nil {
 				return err
 			}
 		}

@@ -338,6 +338,8 @@ type StepRecord struct {
 	Running  map[workload.ID][]string
 	Evicted  []workload.ID
 	Priority map[workload.ID]workload.Priority // effective, as the core saw it
+	// Notifications are what the step's firings' notify actions send.
+	Notifications []effects.Notification
 }
 
 func (s *Sim) stepRecord() StepRecord {
@@ -347,6 +349,7 @@ func (s *Sim) stepRecord() StepRecord {
 		for _, f := range s.pol.firing {
 			if f.Time.Equal(s.now) {
 				r.Firings = append(r.Firings, f.Firing)
+				r.Notifications = append(r.Notifications, effects.Notifications(s.pol.name, f.Firing)...)
 			}
 		}
 	}
