@@ -42,7 +42,7 @@ func TestPolicyExplainNativeExample(t *testing.T) {
 	for _, want := range []string{
 		"4 rules (native format)",
 		"(once true, it stays true until the value is back to 80%)",
-		"give pool inference_gpus high priority and a temporary guarantee of 64 GPUs",
+		"give pool inference_gpus, tenant acme, flavor H100-80G high priority and a temporary guarantee of 64 GPUs",
 		"They end after 4h at most",
 		"Dry run: firings are logged, nothing is changed.",
 	} {

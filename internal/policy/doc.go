@@ -104,9 +104,9 @@
 //	      hysteresis: 20ms        # clears at 130ms or less
 //	    then:
 //	      - type: reallocate
-//	        resources: [pool:inference_gpus]
+//	        resources: [pool:inference_gpus, tenant:acme, flavor:H100-80G]
 //	        priority: high        # critical, high, normal, low, spot
-//	        guarantee: 64         # GPUs, temporary
+//	        guarantee: 64         # GPUs, temporary: raises acme's H100-80G quota entry (a guarantee names tenant(s) and one flavor, optionally one region)
 //	    cooldown: 5m              # default 5m
 //	    max_duration: 4h          # default: none
 //	    enabled: true             # default true

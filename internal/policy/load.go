@@ -541,7 +541,7 @@ func (l *loader) action(path string, r rawAction) Action {
 		need("target", "target: the workloads to move (a workload class, tenant or selector)")
 		need("destination", "destination: the pool or region to move them to")
 	case ActionReallocate:
-		need("resources", "resources: the tenants, classes or pools to favour, such as [inference_gpus]")
+		need("resources", "resources: the tenants, classes, pools, services or selectors to favour, such as [inference_gpus]")
 		if !set["priority"] && !set["guarantee"] {
 			l.errs.Add(r.Pos, path+".priority", "missing: reallocate needs priority: (critical, high, ...) or guarantee: (GPUs), or both")
 		}
@@ -571,7 +571,7 @@ func (l *loader) action(path string, r rawAction) Action {
 var actionKinds = map[ActionType]map[string][]TargetKind{
 	ActionScaleDown:    {"target": {TargetTenant, TargetClass, TargetSelector}},
 	ActionMigrate:      {"target": {TargetTenant, TargetClass, TargetSelector}, "destination": {TargetPool, TargetRegion}},
-	ActionReallocate:   {"resources": {TargetTenant, TargetClass, TargetPool, TargetService, TargetSelector}},
+	ActionReallocate:   {"resources": {TargetTenant, TargetClass, TargetPool, TargetService, TargetSelector, TargetFlavor, TargetRegion}},
 	ActionSetPriority:  {"target": {TargetTenant, TargetClass, TargetService, TargetSelector}},
 	ActionSetLimit:     {"target": {TargetTenant, TargetClass, TargetSelector}},
 	ActionSetSpotPrice: {"target": {TargetCluster, TargetPool, TargetFlavor, TargetRegion}},
@@ -647,4 +647,11 @@ func (l *loader) checkNames(p *Policy) {
 			seen[r.Name] = r.Pos.String()
 		}
 	}
+}
+
+// ActionTargetKinds returns the target kinds an action's field ("target",
+// "destination" or "resources") accepts: the loader refuses the others.
+// The policy runtime must give every one of them an effect.
+func ActionTargetKinds(a ActionType, field string) []TargetKind {
+	return append([]TargetKind(nil), actionKinds[a][field]...)
 }

@@ -188,7 +188,7 @@ policies:
     when: {metric: p95_latency, of: pool:x, above: 1s}
     then: [{type: migrate, target: class:b, destination: tenant:t}]
 `, []string{
-			`f.yaml:4:37: policies[0].when.of: p95_latency is not measured on a pool: use a cluster, service, class or selector`,
+			`f.yaml:4:37: policies[0].when.of: p95_latency is not measured on a pool: use a cluster, class, service or selector`,
 			`f.yaml:5:58: policies[0].then[0].destination: destination of migrate must be a pool or region, not a tenant`,
 		}},
 		{"bad CEL", `

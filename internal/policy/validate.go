@@ -39,17 +39,60 @@ func (k Targets) names(kind TargetKind) []string {
 
 var namedKinds = []TargetKind{TargetTenant, TargetClass, TargetPool, TargetService, TargetFlavor, TargetRegion}
 
-// metricKinds says which target kinds each metric can be measured on.
-var metricKinds = map[Metric][]TargetKind{
-	MetricUtilization:         {TargetCluster, TargetTenant, TargetClass, TargetPool, TargetFlavor, TargetRegion, TargetSelector},
-	MetricP50Latency:          {TargetCluster, TargetService, TargetClass, TargetSelector},
-	MetricP95Latency:          {TargetCluster, TargetService, TargetClass, TargetSelector},
-	MetricP99Latency:          {TargetCluster, TargetService, TargetClass, TargetSelector},
-	MetricQueueWait:           {TargetCluster, TargetTenant, TargetClass, TargetPool, TargetFlavor, TargetRegion, TargetSelector},
-	MetricPendingGPUs:         {TargetCluster, TargetTenant, TargetClass, TargetPool, TargetFlavor, TargetRegion, TargetSelector},
-	MetricSpotPrice:           {TargetCluster, TargetPool, TargetFlavor, TargetRegion},
-	MetricCapacityFailureRate: {TargetCluster, TargetTenant, TargetClass, TargetPool, TargetFlavor, TargetRegion},
+// Source says where the value of a metric of a target kind comes from.
+type Source int
+
+const (
+	// FromWorld metrics are measured from the world (the nodes and the
+	// workloads as the core sees them) by the policy runtime's sampler,
+	// in the server and in the simulator alike.
+	FromWorld Source = iota + 1
+	// Pushed metrics come from outside: on the server, pushed by a metrics
+	// source (POST /v1/metrics); in the simulator, from its service and
+	// capacity models or a scenario's scripted samples.
+	Pushed
+)
+
+func (s Source) String() string {
+	switch s {
+	case FromWorld:
+		return "world"
+	case Pushed:
+		return "pushed"
+	}
+	return fmt.Sprintf("Source(%d)", int(s))
 }
+
+// MetricSources is the one table of policy metrics × target kinds: the
+// pairs that have a value, and where it comes from. The loader accepts a
+// condition only on these pairs; the server and the simulator sample by it
+// (internal/policy/effects).
+var MetricSources = map[Metric]map[TargetKind]Source{
+	MetricUtilization: {TargetCluster: FromWorld, TargetTenant: FromWorld, TargetPool: FromWorld, TargetFlavor: FromWorld, TargetRegion: FromWorld},
+	MetricPendingGPUs: {TargetCluster: FromWorld, TargetTenant: FromWorld, TargetFlavor: FromWorld, TargetRegion: FromWorld},
+	MetricP50Latency:  {TargetCluster: Pushed, TargetService: Pushed, TargetClass: Pushed, TargetSelector: Pushed},
+	MetricP95Latency:  {TargetCluster: Pushed, TargetService: Pushed, TargetClass: Pushed, TargetSelector: Pushed},
+	MetricP99Latency:  {TargetCluster: Pushed, TargetService: Pushed, TargetClass: Pushed, TargetSelector: Pushed},
+	MetricQueueWait: {TargetCluster: Pushed, TargetTenant: Pushed, TargetClass: Pushed, TargetPool: Pushed, TargetFlavor: Pushed,
+		TargetRegion: Pushed, TargetSelector: Pushed},
+	MetricSpotPrice: {TargetCluster: Pushed, TargetPool: Pushed, TargetFlavor: Pushed, TargetRegion: Pushed},
+	MetricCapacityFailureRate: {TargetCluster: Pushed, TargetTenant: Pushed, TargetClass: Pushed, TargetPool: Pushed,
+		TargetFlavor: Pushed, TargetRegion: Pushed},
+}
+
+// metricKinds says which target kinds each metric can be measured on
+// (from MetricSources, in kind order).
+var metricKinds = func() map[Metric][]TargetKind {
+	out := map[Metric][]TargetKind{}
+	for m, ks := range MetricSources {
+		for k := TargetCluster; k < targetKindCount; k++ {
+			if _, ok := ks[k]; ok {
+				out[m] = append(out[m], k)
+			}
+		}
+	}
+	return out
+}()
 
 // Validate checks that every target the policy names exists in known and
 // is of a kind its field accepts; it returns all problems (wrapped in
@@ -81,6 +124,9 @@ func (p *Policy) resolve(known Targets, set bool) error {
 			slices.Sort(fields)
 			for _, f := range fields {
 				v.target(targets[f], actionKinds[a.Type][baseField(f)], fieldPos(a.at, f, a.Pos), a.Path+"."+f, fmt.Sprintf("%s of %s", baseField(f), a.Type))
+			}
+			if a.Type == ActionReallocate {
+				v.guarantee(a)
 			}
 		}
 	}
@@ -194,4 +240,34 @@ func plural(k TargetKind) string {
 		return "classes"
 	}
 	return k.String() + "s"
+}
+
+// guarantee checks which quota entry a reallocate's temporary guarantee
+// raises: the entry, for the flavor its resources name (and the region,
+// when they name one; else the all-regions entry), of each tenant they
+// name. So a guarantee needs at least one tenant and exactly one flavor
+// among the resources, and at most one region; a flavor or region named
+// without a guarantee would do nothing, and is refused too.
+func (v *resolver) guarantee(a *Action) {
+	quiet := resolver{known: v.known, set: true}
+	var tenants, flavors, regions int
+	for i := range a.Resources {
+		t := a.Resources[i]
+		quiet.target(&t, actionKinds[ActionReallocate]["resources"], a.Pos, "", "")
+		switch t.Kind {
+		case TargetTenant:
+			tenants++
+		case TargetFlavor:
+			flavors++
+		case TargetRegion:
+			regions++
+		}
+	}
+	pos := fieldPos(a.at, "guarantee", a.Pos)
+	switch {
+	case a.Guarantee.Value > 0 && (tenants == 0 || flavors != 1 || regions > 1):
+		v.errs.Add(pos, a.Path+".guarantee", "a guarantee raises a tenant's quota entry: list in resources the tenant(s), exactly one flavor and at most one region, such as [tenant:acme, flavor:H100-80G, region:eastus]")
+	case a.Guarantee.Value <= 0 && flavors+regions > 0:
+		v.errs.Add(fieldPos(a.at, "resources[0]", a.Pos), a.Path+".resources", "a flavor or region in resources names the quota entry of a guarantee: add guarantee: (GPUs), or remove it")
+	}
 }

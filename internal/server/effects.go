@@ -8,6 +8,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/policy/effects"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
@@ -21,8 +22,8 @@ import (
 // rule, since when), and the other actions in force on it: caps on its
 // class (and whether one holds it back), its tenant's limit, a drain of
 // where it runs, spot prices where it may run. The values come from the
-// same functions the scheduling cycle calls, so that what is shown is
-// what is done; the attribution reads the actions in force (inForceNow).
+// effects the last scheduling cycle applied (the policy runtime's
+// Override), so that what is shown is what is done; the attribution reads the actions in force (inForceNow).
 
 // policyAction is an action in force with the policy that holds it.
 type policyAction struct {
@@ -54,7 +55,7 @@ func (pr *policyRunner) capLimit(pa policyAction) resource.MilliGPU {
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	return resource.MilliGPU(float64(pr.capBase[capKey(pa.Policy, pa.ActiveAction)]) * pa.Action.MinCapacity.Value)
+	return resource.MilliGPU(float64(pr.rt.Base(effects.Active{Policy: pa.Policy, ActiveAction: pa.ActiveAction})) * pa.Action.MinCapacity.Value)
 }
 
 // effective is what the policies in force make of one workload.
@@ -79,9 +80,12 @@ func (s *Server) effectsOf(tx store.ReadTx, x *store.Workload, acts []policyActi
 		return e
 	}
 	w := schedWorkload(x)
-	ws, _ := s.policies.reprioritize([]*workload.Workload{w})
-	ws, _ = s.policies.migrate(ws)
-	ew := ws[0]
+	ew := w
+	if eff := s.policies.lastEffects(); eff != nil {
+		if o, ok := eff.Override(w); ok {
+			ew = o
+		}
+	}
 	add := func(pa policyAction, kind, value string) *api.Effect {
 		e.effects = append(e.effects, api.Effect{Kind: kind, Value: value, Policy: pa.Policy, Rule: pa.Rule, Since: pa.Since})
 		return &e.effects[len(e.effects)-1]
@@ -106,7 +110,7 @@ func (s *Server) effectsOf(tx store.ReadTx, x *store.Workload, acts []policyActi
 	for _, pa := range acts {
 		a := pa.Action
 		switch {
-		case classCapped(a) && targets(a.Target, w):
+		case effects.ClassCapped(a) && effects.Matches(a.Target, w):
 			ef := add(pa, api.EffectCap, fmt.Sprintf("%s at %v GPUs", a.Target, s.policies.capLimit(pa)))
 			// classCaps names the policy and rule in the reason it holds
 			// work back with (and in the eviction it records).
@@ -163,9 +167,9 @@ func lastAction(acts []policyAction, match func(policy.Action) bool) (policyActi
 func setsPriority(a policy.Action, w *workload.Workload) bool {
 	switch {
 	case a.Type == policy.ActionSetPriority:
-		return targets(a.Target, w)
+		return effects.Matches(a.Target, w)
 	case a.Type == policy.ActionReallocate && a.Priority != policy.PriorityNone:
-		return slices.ContainsFunc(a.Resources, func(t policy.Target) bool { return targets(t, w) })
+		return slices.ContainsFunc(a.Resources, func(t policy.Target) bool { return effects.Matches(t, w) })
 	}
 	return false
 }
@@ -173,7 +177,7 @@ func setsPriority(a policy.Action, w *workload.Workload) bool {
 // migratesTo reports whether a is a migrate to a destination of this kind
 // that w accepts (as migrate applies it).
 func migratesTo(a policy.Action, w *workload.Workload, kind policy.TargetKind) bool {
-	if a.Type != policy.ActionMigrate || a.Destination.Kind != kind || !targets(a.Target, w) {
+	if a.Type != policy.ActionMigrate || a.Destination.Kind != kind || !effects.Matches(a.Target, w) {
 		return false
 	}
 	if kind == policy.TargetRegion {

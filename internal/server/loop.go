@@ -278,18 +278,13 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		if attempt > 1 {
 			now, gen = s.now(), s.policies.generation()
 		}
-		in := w.input(now, s.policies.adjust(w))
+		in := w.input(now, w.Tree)
 		in.Options = s.opts.Scheduling
-		var reprioritized, migrated, capped bool
-		var held []sched.Pending
-		in.Workloads, reprioritized = s.policies.reprioritize(in.Workloads)
-		in.Workloads, migrated = s.policies.migrate(in.Workloads)
-		all := in.Workloads // held work is pending too, for the metrics
-		in.Workloads, in.Evict, held, capped = s.policies.classCaps(in.Workloads)
-		if d := s.policies.drained(w); len(d) > 0 {
-			in.Down = append(slices.Clip(in.Down), d...)
-		}
-		in.SpotPrices, in.Evict = s.spot.input(w.Fleet, now, all, spotSet(s.policies.spotPrices(w)), in.Evict)
+		all, held, affected := s.policies.applyEffects(w, &in)
+		// applyEffects leaves the prices policies set in in.SpotPrices:
+		// they are an input of the market, which gives the core its prices
+		// and adds the spot work they force out.
+		in.SpotPrices, in.Evict = s.spot.input(w.Fleet, now, all, spotSet(in.SpotPrices), in.Evict)
 		plan := sched.Schedule(in)
 		plan.Pending = append(plan.Pending, held...)
 		if len(plan.Placements)+len(plan.Preemptions) > 0 {
@@ -319,7 +314,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		s.metrics.observe(w, observed, plan)
 		s.settledMu.Lock()
 		s.settled = nil
-		if !reprioritized && !migrated && !capped { // alike ignores the labels these actions may match
+		if !affected { // alike ignores the labels these actions may match
 			s.settled = newSettled(w, in, plan, gen)
 		}
 		s.settledMu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/policy/effects"
 )
 
 // A policy rule's notify actions are sent when the rule fires and when it
@@ -17,39 +18,13 @@ import (
 // set, POSTed to it as JSON. Deliveries run in order, off the policy
 // loop; a dry-run rule sends nothing.
 
-// Notification is the JSON body POSTed to the notification webhook.
-type Notification struct {
-	Policy  string    `json:"policy"`
-	Rule    string    `json:"rule"`
-	Event   string    `json:"event"` // "fired" or "reverted"
-	Time    time.Time `json:"time"`
-	Channel string    `json:"channel,omitempty"`
-	Message string    `json:"message"`
-	// Reason is the firing log's line: the values that decided.
-	Reason string `json:"reason"`
-}
+// Notification is the JSON body POSTed to the notification webhook; the
+// policy runtime makes it (effects.Notifications), as in the simulator.
+type Notification = effects.Notification
 
 // notifications returns what a firing's notify actions send.
 func notifications(policyName string, f policy.Firing) []Notification {
-	if f.DryRun {
-		return nil
-	}
-	var out []Notification
-	for _, a := range f.Actions {
-		if a.Type == policy.ActionNotify {
-			out = append(out, Notification{Policy: policyName, Rule: f.Rule, Event: f.Event.String(), Time: f.Time,
-				Channel: a.Channel, Message: a.Message, Reason: f.String()})
-		}
-	}
-	return out
-}
-
-// eventText is the notification's line in the event log.
-func (n *Notification) eventText() string {
-	if n.Channel != "" {
-		return fmt.Sprintf("%s (%s, rule %s %s)", n.Message, n.Channel, n.Rule, n.Event)
-	}
-	return fmt.Sprintf("%s (rule %s %s)", n.Message, n.Rule, n.Event)
+	return effects.Notifications(policyName, f)
 }
 
 // sendNotifications delivers ns to the webhook after every earlier

@@ -12,7 +12,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/policy"
-	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/policy/effects"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
@@ -34,10 +34,11 @@ type policyRunner struct {
 	// sent (see sendNotifications).
 	hc        *http.Client
 	delivered chan struct{}
-	// capBase holds, per scale_down in force on a class, service or
-	// selector (policy, rule, action index), the GPUs its target held
-	// when it came into force (see classCaps).
-	capBase map[string]resource.MilliGPU
+	// rt is the policy runtime's state: the bases of the caps in force
+	// (see actions.go); last is the effects the last scheduling cycle
+	// applied (what workload show and why report).
+	rt   *effects.State
+	last *effects.Effects
 	// revs holds each policy's stored revision, notified each rule's
 	// last notification (by policy, then rule), saved the state last
 	// written (see policystate.go).
@@ -53,11 +54,11 @@ func (pr *policyRunner) generation() uint64 {
 }
 
 // policyWindow is the width of the metric windows policies read.
-const policyWindow = 5 * time.Minute
+const policyWindow = effects.Window
 
 func newPolicyRunner(s *Server) *policyRunner {
 	return &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
-		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}, capBase: map[string]resource.MilliGPU{},
+		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}, rt: effects.NewState(),
 		revs: map[string]int64{}, notified: map[string]map[string]savedNotice{}}
 }
 
@@ -75,7 +76,9 @@ func knownTargets(wd *world) policy.Targets {
 	}
 	classes := map[string]bool{"vm": true, "training": true, "inference": true, "batch": true,
 		"critical": true, "high": true, "normal": true, "low": true, "spot": true}
-	pools, services, regions := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	// The low-priority pool may be named without any node in it (see
+	// effects.LowPriorityPool), as in the simulator.
+	pools, services, regions := map[string]bool{effects.LowPriorityPool: true}, map[string]bool{}, map[string]bool{}
 	for _, x := range wd.Workloads {
 		if c := x.Spec.Labels["class"]; c != "" {
 			classes[c] = true
@@ -181,55 +184,14 @@ func (pr *policyRunner) set(name string, eng *policy.Engine, rev int64) {
 	pr.gen++
 }
 
-// sample records the metrics policies read: utilization and pending GPUs of
-// the cluster, each tenant, flavor and region.
+// sample records the metrics policies read from the world, as the policy
+// runtime measures them (effects.Sample; the simulator does the same).
 func (pr *policyRunner) sample(wd *world, now time.Time) {
-	capFlavor, capRegion := map[string]float64{}, map[string]float64{}
-	var capAll float64
-	down := map[string]bool{}
-	for _, id := range wd.Down {
-		down[string(id)] = true
+	tenants := make([]string, len(wd.Tenants))
+	for i, t := range wd.Tenants {
+		tenants[i] = t.Name
 	}
-	for _, n := range wd.Fleet.Nodes {
-		if !down[string(n.ID)] {
-			capAll += float64(n.GPUs)
-			capFlavor[string(n.Model)] += float64(n.GPUs)
-			capRegion[n.Region] += float64(n.GPUs)
-		}
-	}
-	used := map[policy.Target]float64{}
-	pending := map[policy.Target]float64{}
-	for _, x := range wd.Workloads {
-		g := gpus(x.Spec.TotalGPUs())
-		if x.Running == nil {
-			pending[policy.Cluster] += g
-			pending[policy.Target{Kind: policy.TargetTenant, Name: x.Tenant}] += g
-			continue
-		}
-		used[policy.Cluster] += g
-		used[policy.Target{Kind: policy.TargetTenant, Name: x.Tenant}] += g
-		used[policy.Target{Kind: policy.TargetFlavor, Name: string(x.Running.Flavor)}] += g
-		used[policy.Target{Kind: policy.TargetRegion, Name: x.Running.Region}] += g
-	}
-	util := func(t policy.Target, capacity float64) {
-		if capacity > 0 {
-			pr.windows.ObserveMetric(policy.MetricUtilization, t, now, used[t]/capacity)
-		}
-	}
-	util(policy.Cluster, capAll)
-	for f, c := range capFlavor {
-		util(policy.Target{Kind: policy.TargetFlavor, Name: f}, c)
-	}
-	for r, c := range capRegion {
-		util(policy.Target{Kind: policy.TargetRegion, Name: r}, c)
-	}
-	for _, t := range wd.Tenants {
-		tt := policy.Target{Kind: policy.TargetTenant, Name: t.Name}
-		util(tt, capAll)
-		pr.windows.ObserveMetric(policy.MetricPendingGPUs, tt, now, pending[tt])
-	}
-	pr.windows.ObserveMetric(policy.MetricPendingGPUs, policy.Cluster, now, pending[policy.Cluster])
-	pr.windows.Advance(now)
+	effects.Observe(pr.windows, now, effects.Sample(runtimeWorld(wd, nil), tenants, wd.Down))
 }
 
 // tick samples metrics, evaluates every policy and records the firings.
@@ -259,7 +221,6 @@ func (pr *policyRunner) tick(ctx context.Context) {
 			pr.gen++
 		}
 		pr.active[n] = step.Active
-		pr.recordCapBases(n, step.Active, wd)
 		for _, f := range step.Firings {
 			firings = append(firings, &store.Firing{Policy: n, Rule: f.Rule, Event: f.Event.String(), Time: f.Time, DryRun: f.DryRun, Text: f.String()})
 			pr.s.metrics.firings.WithLabelValues(n, f.Rule, f.Event.String()).Inc()
@@ -269,6 +230,10 @@ func (pr *policyRunner) tick(ctx context.Context) {
 			}
 		}
 	}
+	// The runtime records the bases of the caps that came into force now
+	// (after a restart: at the first evaluation).
+	// last is what workload show and why report until the next cycle.
+	pr.last = pr.rt.Compute(runtimeWorld(wd, nil), pr.activeList())
 	state := pr.snapshot()
 	pr.mu.Unlock()
 	if len(firings) == 0 && state == nil {
@@ -289,7 +254,7 @@ func (pr *policyRunner) tick(ctx context.Context) {
 			}
 		}
 		for _, n := range notes {
-			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "PolicyNotification", Object: "policies/" + n.Policy, Message: n.eventText()}); err != nil {
+			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: "PolicyNotification", Object: "policies/" + n.Policy, Message: n.Text()}); err != nil {
 				return err
 			}
 		}

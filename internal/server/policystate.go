@@ -36,7 +36,7 @@ type savedPolicy struct {
 	Revision int64              `json:"revision"`
 	Engine   policy.EngineState `json:"engine"`
 	// CapBase holds the GPUs (milli) each scale_down's target held when it
-	// came into force, by rule and action index (see recordCapBases).
+	// came into force, by rule and action index (see effects.State).
 	CapBase map[string]resource.MilliGPU `json:"cap_base,omitempty"`
 	// LastNotified is each rule's last notification: its event and time.
 	LastNotified map[string]savedNotice `json:"last_notified,omitempty"`
@@ -74,7 +74,7 @@ func (pr *policyRunner) restore(sp savedPolicies, name string, rev int64, eng *p
 	}
 	eng.Restore(saved.Engine)
 	for k, v := range saved.CapBase {
-		pr.capBase[name+"\x00"+k] = v
+		pr.rt.SetBase(name+"\x00"+k, v)
 	}
 	if len(saved.LastNotified) > 0 {
 		pr.notified[name] = saved.LastNotified
@@ -89,7 +89,7 @@ func (pr *policyRunner) snapshot() []byte {
 	for name, eng := range pr.engines {
 		p := savedPolicy{Revision: pr.revs[name], Engine: eng.State(), LastNotified: pr.notified[name]}
 		prefix := name + "\x00"
-		for k, v := range pr.capBase {
+		for k, v := range pr.rt.Bases() {
 			if rest, ok := strings.CutPrefix(k, prefix); ok {
 				if p.CapBase == nil {
 					p.CapBase = map[string]resource.MilliGPU{}

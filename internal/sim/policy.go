@@ -2,44 +2,35 @@ package sim
 
 import (
 	"fmt"
+	"path"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/policy/effects"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
-// Pools the simulator knows for migrate actions: moving a class to the
-// low-priority pool makes it low priority and preemptible, so that anyone
-// of higher priority may take its GPUs (its running work is not forcibly
-// requeued: it is first in line to be preempted, from its checkpoint).
-// A migrate to a region, or to a pool the fleet's nodes carry (their
-// "pool" label), narrows the class's acceptable regions or pools to it, as
-// the server does: its jobs running elsewhere are evicted and placed again
-// there. The low-priority pool keeps its meaning above when no node
-// carries it.
-const lowPriorityPool = "low_priority_pool"
-
 // policyRun evaluates a strategy's rules every step and applies the
-// actions in force to the run.
+// actions in force to the run, through the policy runtime
+// (internal/policy/effects) that the server calls too.
 type policyRun struct {
 	eng    *policy.Engine
+	name   string // the policy's name, as the server would know it
 	firing []Firing
-	// Per class: the overrides in force.
-	prio    map[string]workload.Priority
-	preempt map[string]bool
-	capFrac map[string]float64 // scale_down: keep at most this fraction
-	capGPUs map[string]float64 // of the class's GPUs when the rule fired
-	drained map[string]bool
-	regions map[string]string // migrate to a region: the class's only region
-	pools   map[string]string // migrate to a pool of the fleet: the class's only pool
-	// fleetPools are the pools the fleet's nodes are in.
-	fleetPools map[string]bool
-	// unapplied counts actions the simulator does not model (set_limit).
-	unapplied int
-	values    metricValues
+	rt     *effects.State
+	// eff are the effects of the actions in force this step.
+	eff    *effects.Effects
+	values metricValues
+	// windows hold the metrics the world gives (effects.Sample) and the
+	// scripted samples, over the same windows as the server's.
+	windows *policy.Windows
+	tenants []string
+	samples []MetricSample // scripted, in time order; consumed as they pass
 	// recovering lists firings waiting for p99 to return under the SLO.
 	recovering []int
 }
@@ -65,6 +56,30 @@ type metricValues struct {
 	svcLatency  map[string][3]float64
 	pendingGPUs float64
 	failRate    float64 // capacity failures / requests this step
+}
+
+// MetricSample is a scripted sample of a metric, replayed into the run's
+// policy windows at its time, as a metrics source pushes it to the server.
+type MetricSample struct {
+	At     time.Duration // after the scenario's start
+	Metric policy.Metric
+	Target policy.Target
+	Value  float64
+}
+
+// policyMetrics is what the run's rules read: the windows for the metrics
+// the world gives and for those scripted; the simulator's own models
+// (service latency, capacity failures) for the rest.
+type policyMetrics struct{ p *policyRun }
+
+func (m policyMetrics) Value(q policy.Query) (float64, bool) {
+	if effects.Sources[q.Metric][q.Target.Kind] == effects.FromWorld {
+		return m.p.windows.Value(q)
+	}
+	if v, ok := m.p.windows.Value(q); ok {
+		return v, true
+	}
+	return m.p.values.Value(q)
 }
 
 func (m *metricValues) Value(q policy.Query) (float64, bool) {
@@ -134,13 +149,10 @@ func (s *Sim) loadPolicy() error {
 	if err != nil {
 		return err
 	}
-	s.pol = &policyRun{eng: eng, prio: map[string]workload.Priority{}, preempt: map[string]bool{},
-		capFrac: map[string]float64{}, capGPUs: map[string]float64{}, drained: map[string]bool{}, regions: map[string]string{}, pools: map[string]string{},
-		fleetPools: map[string]bool{}}
-	for _, n := range s.cfg.Fleet.Nodes {
-		if p := n.Labels[sched.PoolLabel]; p != "" {
-			s.pol.fleetPools[p] = true
-		}
+	s.pol = &policyRun{eng: eng, name: PolicyName(s.st.Policies), rt: effects.NewState(), eff: &effects.Effects{},
+		windows: policy.NewWindows(effects.Window), samples: slices.Clone(s.samples)}
+	for _, t := range s.cfg.Tree.Tenants {
+		s.pol.tenants = append(s.pol.tenants, t.Name)
 	}
 	return nil
 }
@@ -162,6 +174,9 @@ func (s *Sim) targets() policy.Targets {
 			c = g.Name
 		}
 		add(&t.Classes, c)
+		if v := g.Labels["service"]; v != "" {
+			add(&t.Services, v) // as the server knows services: by label
+		}
 	}
 	for _, sv := range s.sc.Services {
 		c := sv.Class
@@ -171,7 +186,7 @@ func (s *Sim) targets() policy.Targets {
 		add(&t.Classes, c)
 		add(&t.Services, sv.Name)
 	}
-	t.Pools = []string{lowPriorityPool}
+	t.Pools = []string{effects.LowPriorityPool}
 	for _, n := range s.cfg.Fleet.Nodes {
 		if p := n.Labels[sched.PoolLabel]; p != "" {
 			add(&t.Pools, p)
@@ -191,62 +206,24 @@ func (s *Sim) stepPolicy() {
 	}
 	p := s.pol
 	s.measure(&p.values)
-	step := p.eng.Evaluate(s.now, &p.values)
-	// Desired state from the active actions.
-	prio := map[string]workload.Priority{}
-	preempt := map[string]bool{}
-	capFrac := map[string]float64{}
-	drained := map[string]bool{}
-	regions, pools := map[string]string{}, map[string]string{}
-	for _, a := range step.Active {
-		act := a.Action
-		switch act.Type {
-		case policy.ActionReallocate:
-			for _, r := range act.Resources {
-				if r.Kind == policy.TargetClass && act.Priority != policy.PriorityNone {
-					prio[r.Name] = workload.Priority(act.Priority - 1)
-				}
-			}
-		case policy.ActionSetPriority:
-			if act.Target.Kind == policy.TargetClass {
-				prio[act.Target.Name] = workload.Priority(act.Priority - 1)
-			}
-		case policy.ActionMigrate:
-			if act.Target.Kind != policy.TargetClass {
-				break
-			}
-			switch d := act.Destination; {
-			case d.Kind == policy.TargetRegion:
-				regions[act.Target.Name] = d.Name
-			case s.hasPool(d.Name):
-				pools[act.Target.Name] = d.Name
-			case d.Name == lowPriorityPool:
-				prio[act.Target.Name] = workload.PriorityLow
-				preempt[act.Target.Name] = true
-			}
-		case policy.ActionScaleDown:
-			if act.Target.Kind == policy.TargetClass {
-				capFrac[act.Target.Name] = act.MinCapacity.Value
-			}
-		case policy.ActionDrain:
-			if act.Target.Kind == policy.TargetClass {
-				drained[act.Target.Name] = true
-			}
-		}
+	for len(p.samples) > 0 && !s.sc.Start.Add(p.samples[0].At).After(s.now) {
+		x := p.samples[0]
+		p.windows.ObserveMetric(x.Metric, x.Target, s.sc.Start.Add(x.At), x.Value)
+		p.samples = p.samples[1:]
 	}
+	world := s.runtimeWorld()
+	effects.Observe(p.windows, s.now, effects.Sample(world, p.tenants, nil))
+	step := p.eng.Evaluate(s.now, policyMetrics{p})
+	active := make([]effects.Active, len(step.Active))
+	for i, a := range step.Active {
+		active[i] = effects.Active{Policy: p.name, ActiveAction: a}
+	}
+	eff := p.rt.Compute(world, active)
 	for _, f := range step.Firings {
 		effect := ""
-		for _, a := range f.Actions {
-			if f.Event == policy.EventFired {
-				if a.Type == policy.ActionSetLimit || a.Type == policy.ActionSetSpotPrice {
-					effect += fmt.Sprintf("%s not modelled by the simulator; ", a.Type)
-					p.unapplied++
-				}
-				if a.Type == policy.ActionScaleDown && a.Target.Kind == policy.TargetClass {
-					gpus := s.classGPUs(a.Target.Name)
-					p.capGPUs[a.Target.Name] = gpus
-					effect += fmt.Sprintf("%s capped at %.0f of %.0f GPUs; ", a.Target.Name, a.MinCapacity.Value*gpus, gpus)
-				}
+		if f.Event == policy.EventFired {
+			for _, c := range eff.Limits {
+				effect += c.Why + "; "
 			}
 		}
 		worst, slo := s.worstP99()
@@ -258,18 +235,10 @@ func (s *Sim) stepPolicy() {
 		p.firing = append(p.firing, fr)
 		s.metrics.res.PolicyFirings++
 	}
-	changed := !mapsEqual(prio, p.prio) || !mapsEqual(preempt, p.preempt) || !mapsEqual(drained, p.drained) || !mapsEqual(capFrac, p.capFrac) ||
-		!mapsEqual(regions, p.regions) || !mapsEqual(pools, p.pools)
-	p.prio, p.preempt, p.capFrac, p.drained, p.regions, p.pools = prio, preempt, capFrac, drained, regions, pools
-	if changed {
-		for _, j := range s.jobs {
-			if !j.done {
-				s.applyClass(j)
-			}
-		}
+	if !reflect.DeepEqual(eff, p.eff) {
 		s.dirty = true
 	}
-	s.enforceCaps()
+	p.eff = eff
 	if len(p.recovering) > 0 {
 		if worst, slo := s.worstP99(); worst <= slo {
 			for _, i := range p.recovering {
@@ -293,99 +262,33 @@ func (s *Sim) worstP99() (p99, slo time.Duration) {
 	return p99, slo
 }
 
-func mapsEqual[V comparable](a, b map[string]V) bool {
-	if len(a) != len(b) {
-		return false
+// runtimeWorld is the run as the policy runtime sees it: the fleet's
+// nodes and the live jobs' workloads, with their own specs.
+func (s *Sim) runtimeWorld() effects.World {
+	w := effects.World{Workloads: make([]*workload.Workload, 0, len(s.jobs))}
+	for _, n := range s.cfg.Fleet.Nodes {
+		w.Nodes = append(w.Nodes, effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels[sched.PoolLabel], GPUs: n.GPUs})
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
+	for _, j := range s.jobs {
+		if !j.done {
+			w.Workloads = append(w.Workloads, j.w)
 		}
 	}
-	return true
+	return w
 }
 
-// applyClass sets a job's priority and preemptibility from its base and
-// the overrides in force.
+// PolicyName is the name a policy file is known by, as the server names
+// an applied policy: its base name without the extension.
+func PolicyName(file string) string {
+	base := path.Base(file)
+	return strings.TrimSuffix(base, path.Ext(base))
+}
+
+// applyClass sets a job's priority and preemptibility to its own (the
+// policy runtime's overrides are applied to the core's copy each cycle,
+// as the server does, never to the job).
 func (s *Sim) applyClass(j *job) {
 	j.w.Priority, j.w.Preemptible = j.basePriority, j.basePreempt
-	if s.pol == nil {
-		return
-	}
-	// A migrate to a region narrows the class's regions to it, for the
-	// jobs that accept it (as the server does); the core then evicts those
-	// running elsewhere, and they are placed again there.
-	if j.baseRegions == nil {
-		j.baseRegions, j.basePools = j.w.Regions, j.w.Pools
-	}
-	j.w.Regions, j.w.Pools = j.baseRegions, j.basePools
-	if r, ok := s.pol.regions[j.class]; ok && len(j.baseRegions) > 1 && slices.Contains(j.baseRegions, r) {
-		j.w.Regions = []string{r}
-	}
-	if p, ok := s.pol.pools[j.class]; ok && (len(j.basePools) == 0 || slices.Contains(j.basePools, p)) {
-		j.w.Pools = []string{p}
-	}
-	if p, ok := s.pol.prio[j.class]; ok {
-		j.w.Priority = p
-	}
-	if s.pol.preempt[j.class] {
-		j.w.Preemptible = true
-	}
-}
-
-// held reports whether a pending job must wait because its class is
-// drained or at its scale_down cap.
-func (s *Sim) held(j *job, classGPUs map[string]float64) bool {
-	if s.pol.drained[j.class] {
-		return true
-	}
-	if f, ok := s.pol.capFrac[j.class]; ok {
-		return classGPUs[j.class]+float64(j.gpus())/resource.PerGPU > f*s.pol.capGPUs[j.class]
-	}
-	return false
-}
-
-func (s *Sim) classGPUs(class string) float64 {
-	var g float64
-	for _, j := range s.jobs {
-		if !j.done && j.w.Running != nil && j.class == class {
-			g += float64(j.gpus()) / resource.PerGPU
-		}
-	}
-	return g
-}
-
-// hasPool reports whether some node of the fleet is in pool name.
-func (s *Sim) hasPool(name string) bool { return s.pol.fleetPools[name] }
-
-// enforceCaps evicts preemptible work of scaled-down classes beyond their
-// cap, newest first, gracefully (their work since the last checkpoint is
-// lost, as with any preemption).
-func (s *Sim) enforceCaps() {
-	for class, f := range s.pol.capFrac {
-		limit := f * s.pol.capGPUs[class]
-		used := s.classGPUs(class)
-		for i := len(s.jobs) - 1; i >= 0 && used > limit; i-- {
-			j := s.jobs[i]
-			if j.done || j.w.Running == nil || j.class != class || !j.w.Preemptible {
-				continue
-			}
-			used -= float64(j.gpus()) / resource.PerGPU
-			s.evictForPolicy(j)
-		}
-	}
-}
-
-func (s *Sim) evictForPolicy(j *job) {
-	lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
-	s.metrics.res.Preemptions++
-	if j.customerRequest() {
-		s.metrics.res.CustomerVMPreemptions++
-	}
-	s.metrics.res.WorkLostGPUHours += lost / 3600 * float64(j.gpus()) / resource.PerGPU
-	s.release(j)
-	j.remaining += time.Duration(lost * float64(time.Second))
-	s.dirty = true
 }
 
 // measure fills this step's metric values.
@@ -423,4 +326,49 @@ func (s *Sim) measure(m *metricValues) {
 			m.latency[i] = max(m.latency[i], v[i])
 		}
 	}
+}
+
+// StepRecord is what one step of a run did, as the differential test
+// compares it with the server: the policy firings, where every running
+// workload runs (workload → its nodes, in replica order), and the
+// workloads evicted by the core.
+type StepRecord struct {
+	Time     time.Time
+	Firings  []policy.Firing
+	Running  map[workload.ID][]string
+	Evicted  []workload.ID
+	Priority map[workload.ID]workload.Priority // effective, as the core saw it
+	// Notifications are what the step's firings' notify actions send.
+	Notifications []effects.Notification
+}
+
+func (s *Sim) stepRecord() StepRecord {
+	r := StepRecord{Time: s.now, Running: map[workload.ID][]string{}, Evicted: s.stepEvicted, Priority: map[workload.ID]workload.Priority{}}
+	s.stepEvicted = nil
+	if s.pol != nil {
+		for _, f := range s.pol.firing {
+			if f.Time.Equal(s.now) {
+				r.Firings = append(r.Firings, f.Firing)
+				r.Notifications = append(r.Notifications, effects.Notifications(s.pol.name, f.Firing)...)
+			}
+		}
+	}
+	for _, j := range s.jobs {
+		if j.done {
+			continue
+		}
+		w := j.w
+		if s.pol != nil {
+			w, _ = s.pol.eff.Override(j.w)
+		}
+		r.Priority[j.w.Name] = w.Priority
+		if j.w.Running != nil {
+			var nodes []string
+			for _, rep := range j.w.Running.Replicas {
+				nodes = append(nodes, string(rep.Node))
+			}
+			r.Running[j.w.Name] = nodes
+		}
+	}
+	return r
 }

@@ -37,9 +37,12 @@ type Scenario struct {
 
 // Generator makes a stream of workloads (or one, with Count).
 type Generator struct {
-	Pos         yamlfile.Pos
-	Name        string            `yaml:"name"`
-	Class       string            `yaml:"class"` // label policies target; default: the name
+	Pos   yamlfile.Pos
+	Name  string `yaml:"name"`
+	Class string `yaml:"class"` // label policies target; default: the name
+	// Labels are further labels of its workloads (selectors and
+	// services match them); "class" is always Class.
+	Labels      map[string]string `yaml:"labels"`
 	Kind        workload.Kind     `yaml:"kind"`
 	Tenant      string            `yaml:"tenant"`
 	Priority    workload.Priority `yaml:"priority"`

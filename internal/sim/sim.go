@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/policy/effects"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/spot"
@@ -128,6 +130,10 @@ type Sim struct {
 	market                *spot.Market // one per recorder.spotKeys, in order
 	metrics               *recorder
 	progress              func(done, total time.Duration)
+	samples               []MetricSample
+	onStep                func(StepRecord)
+	// stepEvicted collects this step's evictions, for onStep.
+	stepEvicted []workload.ID
 }
 
 // Options tune a run.
@@ -137,6 +143,12 @@ type Options struct {
 	Duration time.Duration
 	// Progress, when set, is called every simulated hour.
 	Progress func(done, total time.Duration)
+	// Samples are scripted metric samples the strategy's policies read
+	// (as a metrics source pushes them to the server), sorted by time.
+	Samples []MetricSample
+	// OnStep, when set, is called at the end of every step with what the
+	// step did (the differential test compares it with the server's).
+	OnStep func(StepRecord)
 }
 
 // New prepares a run of scenario sc under strategy st.
@@ -183,6 +195,8 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 		in:       cfg.Input(),
 		now:      sc.Start,
 		progress: opt.Progress,
+		samples:  opt.Samples,
+		onStep:   opt.OnStep,
 	}
 	dur := sc.Duration
 	if opt.Duration > 0 {
@@ -288,6 +302,9 @@ func (s *Sim) Run() *StrategyResult {
 		if s.afterStep != nil {
 			s.afterStep()
 		}
+		if s.onStep != nil {
+			s.onStep(s.stepRecord())
+		}
 		if s.progress != nil && t.Sub(s.sc.Start)%time.Hour == 0 {
 			s.progress(t.Sub(s.sc.Start), total)
 		}
@@ -365,6 +382,11 @@ func (s *Sim) newJob(gi int) *job {
 		MaxPrice:           g.MaxPrice,
 		Labels:             map[string]string{"class": class},
 	}, SubmittedAt: s.now}
+	for k, v := range g.Labels {
+		if k != "class" {
+			w.Labels[k] = v
+		}
+	}
 	s.st.override(class, &w.Spec)
 	j := &job{w: w, gen: gi, svc: -1, class: class, customer: g.Customer, remaining: runtime,
 		basePriority: w.Priority, basePreempt: w.Preemptible}
@@ -434,24 +456,7 @@ func (s *Sim) cycle() {
 	s.jobs = live
 	ws := make([]*workload.Workload, 0, len(s.jobs))
 	byName := make(map[workload.ID]*job, len(s.jobs))
-	var classGPUs map[string]float64 // nil unless a policy holds some work back
-	if s.pol != nil && (len(s.pol.capFrac) > 0 || len(s.pol.drained) > 0) {
-		classGPUs = map[string]float64{}
-		for _, j := range s.jobs {
-			if j.w.Running != nil {
-				classGPUs[j.class] += float64(j.gpus()) / resource.PerGPU
-			}
-		}
-	}
 	for _, j := range s.jobs {
-		if j.w.Running == nil && classGPUs != nil {
-			if s.held(j, classGPUs) {
-				continue
-			}
-			// Count it as if placed, so that the pending work let through
-			// together stays within the cap.
-			classGPUs[j.class] += float64(j.gpus()) / resource.PerGPU
-		}
 		ws = append(ws, j.w)
 		byName[j.w.Name] = j
 	}
@@ -462,8 +467,23 @@ func (s *Sim) cycle() {
 	in.Options.TerseReasons = debugFailures == nil // the run reads no messages
 	in.Cache = &s.cache
 	// Spot work is admitted below spot.AdmitFraction of its max price
-	// and evicted above it: the gap keeps it from flapping.
+	// and evicted above it: the gap keeps it from flapping. A price a
+	// policy sets is the market's price (firm), as on the server.
 	in.SpotPrices = sched.SpotInput(in.SpotPrices[:0], s.market.Quotes())
+	var eff *effects.Effects
+	if s.pol != nil {
+		eff = s.pol.eff
+	}
+	if eff != nil && eff.Any() {
+		// The actions in force, through the policy runtime, as the
+		// server applies them.
+		in.Tenants = eff.AdjustTree(in.Tenants)
+		in.Workloads = eff.Apply(in.Workloads)
+		in.Workloads, in.Evict, _ = eff.Caps(in.Workloads)
+		if len(eff.Drained) > 0 {
+			in.Down = append(slices.Clip(in.Down), eff.Drained...)
+		}
+	}
 	plan := sched.Schedule(in)
 	s.metrics.cycles++
 	for _, p := range plan.Pending {
@@ -488,6 +508,7 @@ func (s *Sim) cycle() {
 		}
 		lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
 		s.metrics.preempted(j, p, time.Duration(lost*float64(time.Second)))
+		s.stepEvicted = append(s.stepEvicted, j.w.Name)
 		s.release(j)
 		j.remaining += time.Duration(lost * float64(time.Second))
 		s.dirty = true
@@ -537,13 +558,14 @@ func (s *Sim) spotPrices() {
 	if s.beforeSpot != nil {
 		s.beforeSpot()
 	}
+	s.spotSet = s.policySpot()
 	s.market.Step(s.keyUsed, s.spotSet)
 	s.metrics.spot = s.metrics.spot[:0]
 	for _, q := range s.market.Quotes() {
 		s.metrics.spot = append(s.metrics.spot, q.PerGPUHour)
 	}
 	for _, j := range s.jobs {
-		if !spot.Bound(j.w) || j.done || j.w.Running == nil {
+		if j.done || j.w.Running == nil || !spot.Bound(s.effective(j.w)) {
 			continue
 		}
 		a := j.w.Running
@@ -631,4 +653,28 @@ func (s *Sim) traceJob(i int) *job {
 	j := &job{w: w, gen: -1, svc: -1, class: class, remaining: remaining, basePriority: w.Priority, basePreempt: w.Preemptible}
 	s.applyClass(j)
 	return j
+}
+
+// policySpot returns the spot prices the policies in force set, as the
+// market's input (nil: none).
+func (s *Sim) policySpot() map[spot.Key]float64 {
+	if s.pol == nil || s.pol.eff == nil || len(s.pol.eff.Spot) == 0 {
+		return nil
+	}
+	out := make(map[spot.Key]float64, len(s.pol.eff.Spot))
+	for k, p := range s.pol.eff.Spot {
+		out[spot.Key{Model: k.Model, Region: k.Region}] = p
+	}
+	return out
+}
+
+// effective is w as the scheduler sees it with the policy actions in
+// force (a spot job a policy raised is no longer bound by its max price),
+// as the server's market sees it.
+func (s *Sim) effective(w *workload.Workload) *workload.Workload {
+	if s.pol == nil || s.pol.eff == nil {
+		return w
+	}
+	o, _ := s.pol.eff.Override(w)
+	return o
 }
