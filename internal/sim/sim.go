@@ -555,10 +555,10 @@ func (s *Sim) cycle() {
 // spotPrices steps the spot market with the utilization of each (model,
 // region) and evicts spot work whose max price the price passes.
 func (s *Sim) spotPrices() {
-	if s.beforeSpot != nil {
-		s.beforeSpot()
-	}
 	s.spotSet = s.policySpot()
+	if s.beforeSpot != nil {
+		s.beforeSpot() // tests may set spotSet
+	}
 	s.market.Step(s.keyUsed, s.spotSet)
 	s.metrics.spot = s.metrics.spot[:0]
 	for _, q := range s.market.Quotes() {
