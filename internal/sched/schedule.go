@@ -844,21 +844,32 @@ func pickGPUs(free []int32, milli int32, count int) []int {
 	return out
 }
 
+// replicasFit is the one node-feasibility predicate: how many replicas of
+// the claim node i can take, given room (its free GPUs, CPU and memory:
+// as they are now, or as a preemption search would leave them). Every
+// node constraint lives here: fits, bestNode, bestNodeIn, pickBlock, the
+// scorers and the preemption search all ask it, so a new constraint (a
+// taint, a label, a resource) is one edit. A node that is down or in no
+// pool takes nothing.
+func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) int {
+	ns := &s.nodes[i]
+	if ns.down || ns.pool < 0 || cpu < int64(cl.w.CPU) || mem < int64(cl.w.Memory) {
+		return 0
+	}
+	n := slots(free, cl.perGPU, cl.count)
+	if cl.w.CPU > 0 {
+		n = min(n, int(cpu/int64(cl.w.CPU)))
+	}
+	if cl.w.Memory > 0 {
+		n = min(n, int(mem/int64(cl.w.Memory)))
+	}
+	return n
+}
+
 // fits reports whether node i can take one replica of the claim now.
 func (s *snapshot) fits(cl *claim, i int) bool {
 	ns := &s.nodes[i]
-	if ns.down || ns.pool < 0 || ns.cpu < cl.w.CPU || ns.mem < cl.w.Memory {
-		return false
-	}
-	if cl.perGPU == resource.PerGPU {
-		return ns.whole >= cl.count
-	}
-	for _, f := range ns.free {
-		if f >= cl.perGPU {
-			return true
-		}
-	}
-	return false
+	return s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem)) > 0
 }
 
 // bestNode finds the node for one replica: in pool order, the node with the
@@ -871,11 +882,10 @@ func (s *snapshot) bestNode(cl *claim) int {
 			best, bestFree := -1, int32(resource.PerGPU)
 			for pos := nextBit(p.partial, 0); pos >= 0; pos = nextBit(p.partial, pos+1) {
 				i := p.nodes[pos]
-				ns := &s.nodes[i]
-				if ns.cpu < cl.w.CPU || ns.mem < cl.w.Memory {
+				if !s.fits(cl, i) {
 					continue
 				}
-				for _, f := range ns.free {
+				for _, f := range s.nodes[i].free {
 					if f >= cl.perGPU && f < bestFree {
 						best, bestFree = i, f
 					}
@@ -888,7 +898,7 @@ func (s *snapshot) bestNode(cl *claim) int {
 		for k := cl.count; k < len(p.buckets); k++ {
 			for pos := p.first(k); pos >= 0; pos = nextBit(p.buckets[k], pos+1) {
 				i := p.nodes[pos]
-				if s.nodes[i].cpu >= cl.w.CPU && s.nodes[i].mem >= cl.w.Memory {
+				if s.fits(cl, i) {
 					return i
 				}
 			}
@@ -951,18 +961,6 @@ func slots(free []int32, perGPU int32, count int) int {
 	return n
 }
 
-// nodeSlots is slots for node i, bounded by its CPU and memory.
-func (s *snapshot) nodeSlots(cl *claim, i int, free []int32, cpu, mem int64) int {
-	n := slots(free, cl.perGPU, cl.count)
-	if cl.w.CPU > 0 {
-		n = min(n, int(cpu/int64(cl.w.CPU)))
-	}
-	if cl.w.Memory > 0 {
-		n = min(n, int(mem/int64(cl.w.Memory)))
-	}
-	return n
-}
-
 // pickBlock chooses the block for a gang without preemption: among blocks
 // that hold it, the one left with the fewest free slots (best fit), first
 // in fleet order on ties.
@@ -979,7 +977,7 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 				continue
 			}
 			ns := &s.nodes[i]
-			total += s.nodeSlots(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+			total += s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
 		}
 		if total >= cl.w.Replicas && total-cl.w.Replicas < bestLeft {
 			best, bestLeft = b, total-cl.w.Replicas
