@@ -77,4 +77,3 @@ func TestOneNodePredicate(t *testing.T) {
 		}
 	}
 }
-

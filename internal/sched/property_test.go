@@ -553,25 +553,27 @@ func propNoPingPong(in Input, p Plan) error {
 	return nil
 }
 
-// propTerse: TerseReasons changes only the messages, never a decision.
+// propTerse: TerseReasons changes only the messages, never a decision,
+// and the structured Blockers it keeps render later (Pending.Render) to
+// exactly the messages of a full run.
 func propTerse(in Input, p Plan) error {
 	in.Options.TerseReasons = true
 	q := Schedule(in)
-	strip := func(p Plan) Plan {
-		c := p
-		c.Pending = []Pending{}
-		for _, x := range p.Pending {
-			c.Pending = append(c.Pending, Pending{Workload: x.Workload, Code: x.Code})
+	for _, x := range q.Pending {
+		if x.Reason != "" || x.Details != nil {
+			return fmt.Errorf("terse plan has text for %s: %q %q", x.Workload, x.Reason, x.Details)
 		}
-		return c
 	}
-	if q.Pending == nil {
+	for i := range q.Pending {
+		q.Pending[i].Render()
+	}
+	if q.Pending == nil && p.Pending != nil {
 		q.Pending = []Pending{}
 	}
-	a, _ := json.Marshal(strip(p))
+	a, _ := json.Marshal(p)
 	b, _ := json.Marshal(q)
 	if !bytes.Equal(a, b) {
-		return fmt.Errorf("terse plan differs:\n%s\n%s", a, b)
+		return fmt.Errorf("terse plan, rendered, differs:\n%s\n%s", a, b)
 	}
 	return nil
 }

@@ -28,6 +28,9 @@ func Schedule(in Input) Plan {
 	var shield map[workload.ID]bool
 	for round := 0; ; round++ {
 		plan, s := scheduleOnce(&in, shield)
+		if !in.Options.TerseReasons {
+			plan.render() // text only at the edge: the core decides with Blockers
+		}
 		if round > 0 {
 			// Decided with shields: alike work added to the same state
 			// would not be decided alike (the shields depend on the
@@ -292,7 +295,7 @@ type claim struct {
 	onRes int
 	pools []int
 	// lastReason is set when placement failed for a reason other than room.
-	lastReason *reason
+	lastReason *Blocker
 }
 
 // maxPasses bounds the passes over pending work in one cycle.
@@ -413,11 +416,11 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 	}
 	t, ok := s.tree.Lookup(w.Tenant)
 	if !ok {
-		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: fmt.Sprintf("unknown tenant %q", w.Tenant)})
+		plan.Pending = append(plan.Pending, invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemUnknownTenant, Tenant: w.Tenant}))
 		return false
 	}
 	if w.GPUs <= 0 || w.Replicas < 1 {
-		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: "asks for no GPUs"})
+		plan.Pending = append(plan.Pending, invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemNoGPUs}))
 		return false
 	}
 	s.cands = appendCandidates(s.cands[:0], w)
@@ -441,75 +444,59 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 			reasons = append(reasons, r)
 		}
 	}
-	p := Pending{Workload: w.Name}
-	if len(reasons) == 0 {
-		p.Code, p.Reason = ReasonInvalid, "no acceptable flavor or region"
-	} else {
-		p.Code, p.Reason = reasons[0].code, reasons[0].msg
-		if len(reasons) > 1 && !s.terse {
-			for i, r := range reasons {
-				p.Details = append(p.Details, cands[i].String()+": "+r.msg)
-			}
-		}
+	p := invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemNoCandidate})
+	if len(reasons) > 0 {
+		p.Code, p.Blockers = reasons[0].Code, slices.Clone(reasons)
 	}
 	plan.Pending = append(plan.Pending, p)
 	s.remember(w, p)
 	return false
 }
 
+// invalid is a pending decision for a workload that cannot be placed
+// anywhere, with its one blocker.
+func invalid(w *workload.Workload, b Blocker) Pending {
+	return Pending{Workload: w.Name, Code: b.Code, Blockers: []Blocker{b}}
+}
+
 // tryCandidate admits and places w at c, preempting if allowed. It commits
 // and emits on success; on failure it leaves no trace and says why.
-func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preempt bool, plan *Plan) (reason, bool) {
+func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preempt bool, plan *Plan) (Blocker, bool) {
+	at := Blocker{Flavor: c.model, Region: c.region, Pools: w.Pools}
 	pools := s.regionModel[tenancy.Key{Model: c.model, Region: c.region}]
 	if len(pools) == 0 {
-		if s.terse {
-			return reason{code: ReasonNoFlavor}, false
-		}
-		return reason{ReasonNoFlavor, fmt.Sprintf("no %s in %s", c.model, c.region)}, false
+		at.Code = ReasonNoFlavor
+		return at, false
 	}
 	if w.Priority == workload.PrioritySpot && w.MaxPrice > 0 {
 		for _, p := range s.in.SpotPrices {
 			if p.Model == c.model && p.Region == c.region && p.PerGPUHour > w.MaxPrice {
-				if s.terse {
-					return reason{code: ReasonSpotPrice}, false
-				}
-				return reason{ReasonSpotPrice, fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, above max price $%.2f", c.model, c.region, p.PerGPUHour, w.MaxPrice)}, false
+				at.Code, at.Price, at.MaxPrice = ReasonSpotPrice, p.PerGPUHour, w.MaxPrice
+				return at, false
 			}
 		}
 	}
 	cl := s.newClaim(w, t, c)
-	var resReason *reason
-	if w.Reservation != "" && !s.terse {
-		if _, r, ok := s.ownReservation(w, t, c); ok {
-			msg := fmt.Sprintf("reservation %s full %v/%v", r.Name, s.resUsed[s.resIndex(r)], s.resCapacity(r))
-			if d := s.resDown(r); d > 0 {
-				msg += fmt.Sprintf(" (%d of its %d nodes down)", d, len(r.Nodes))
-			}
-			if len(w.Pools) > 0 {
-				msg += fmt.Sprintf(" or no room in pools %v", w.Pools)
-			}
-			resReason = &reason{ReasonReservationFull, msg}
+	if w.Reservation != "" {
+		if ri, r, ok := s.ownReservation(w, t, c); ok {
+			at.Reservation = &ReservationUse{Name: r.Name, Used: s.resUsed[ri], Capacity: s.resCapacity(r), Down: s.resDown(r), Nodes: len(r.Nodes)}
 		}
 	}
 	cl.entries = s.entriesFor(t, cl.key)
-	if r, ok := s.admit(cl); !ok {
-		if resReason != nil {
-			r.msg = resReason.msg + "; " + r.msg
-		}
-		return r, false
+	if ok := s.admit(cl, &at); !ok {
+		return at, false
 	}
 	cl.pools = s.eligiblePools(cl, pools)
 	if s.place(cl, preempt, plan) {
-		return reason{}, true
+		return Blocker{}, true
 	}
-	r := s.noFit(cl, preempt)
 	if cl.lastReason != nil {
-		r = *cl.lastReason
+		b := *cl.lastReason
+		b.Reservation = at.Reservation
+		return b, false
 	}
-	if resReason != nil {
-		r.msg = resReason.msg + "; " + r.msg
-	}
-	return r, false
+	s.noFit(cl, preempt, &at)
+	return at, false
 }
 
 // claimReservation places w on its own reservation if it fits there,
@@ -560,15 +547,6 @@ func (s *snapshot) newClaim(w *workload.Workload, t int, c candidate) *claim {
 	return cl
 }
 
-func (s *snapshot) resIndex(r *tenancy.Reservation) int {
-	for i := range s.in.Reservations {
-		if &s.in.Reservations[i] == r {
-			return i
-		}
-	}
-	return -1
-}
-
 // resCapacity is the GPUs a reservation holds on nodes that are up.
 func (s *snapshot) resCapacity(r *tenancy.Reservation) resource.MilliGPU {
 	return resource.GPUs((len(r.Nodes) - s.resDown(r)) * s.reservedGPUs(r))
@@ -613,21 +591,17 @@ func (s *snapshot) reservedGPUs(r *tenancy.Reservation) int {
 
 // admit checks the tenant tree: every level within its limit, and a
 // borrower only into capacity that no one else's guarantee protects.
-func (s *snapshot) admit(cl *claim) (reason, bool) {
+// On refusal it fills in the blocker at (already set to the claim's
+// flavor and region).
+func (s *snapshot) admit(cl *claim, at *Blocker) bool {
 	for _, ref := range cl.entries {
 		q := s.tree.Tenants[ref.Tenant].Quotas[ref.Entry]
 		reserved := s.reserved.At(ref)
 		used := s.usage.At(ref).Add(reserved)
 		if used.Add(cl.total) > q.Limit {
-			if s.terse {
-				return reason{code: ReasonQuotaLimit}, false
-			}
-			msg := fmt.Sprintf("tenant %s at limit %v/%v %s in %s (asks %v)",
-				s.tree.Tenants[ref.Tenant].Name, used, q.Limit, cl.cand.model, regionOf(q.Key, cl.cand.region), cl.total)
-			if reserved > 0 {
-				msg += fmt.Sprintf("; %v of it reserved", reserved)
-			}
-			return reason{ReasonQuotaLimit, msg}, false
+			at.Code, at.Tenant, at.AllRegions = ReasonQuotaLimit, s.tree.Tenants[ref.Tenant].Name, q.Key.Region == ""
+			at.Used, at.Limit, at.Requested, at.Reserved = used, q.Limit, cl.total, reserved
+			return false
 		}
 	}
 	q, idx, ok := s.tree.Entry(cl.tenant, cl.cand.model, cl.cand.region)
@@ -638,37 +612,27 @@ func (s *snapshot) admit(cl *claim) (reason, bool) {
 	} else {
 		cl.borrow = cl.total
 	}
-	return reason{}, true
+	return true
 }
 
 // lendingOK checks a borrowing claim after it was placed: the capacity left
 // free (shared pool and partitions, which back guarantees too) must still
 // cover the idle guarantee that other tenants do not lend. A claim that took nothing from the shared pool, or did not
 // make a shortfall worse, passes.
-func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.MilliGPU) (reason, bool) {
+func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.MilliGPU) (Blocker, bool) {
 	if cl.borrow == 0 {
-		return reason{}, true
+		return Blocker{}, true
 	}
 	free, protected := s.free[cl.key], s.protected(cl.key, cl.tenant)
 	if free >= protected || free >= freeBefore {
-		return reason{}, true
+		return Blocker{}, true
 	}
 	if short := protected - free; short <= protectedBefore-min(freeBefore, protectedBefore) {
-		return reason{}, true
+		return Blocker{}, true
 	}
-	if s.terse {
-		return reason{code: ReasonLendingLimit}, false
-	}
-	lendable := freeBefore.Sub(protectedBefore)
-	return reason{ReasonLendingLimit, fmt.Sprintf("tenant %s would borrow %v %s in %s but only %v is lendable (%v free, %v guaranteed to others)",
-		s.tree.Tenants[cl.tenant].Name, cl.borrow, cl.cand.model, cl.cand.region, lendable, freeBefore, protectedBefore)}, false
-}
-
-func regionOf(k tenancy.Key, r string) string {
-	if k.Region == "" {
-		return "all regions"
-	}
-	return r
+	return Blocker{Code: ReasonLendingLimit, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
+		Tenant: s.tree.Tenants[cl.tenant].Name, Requested: cl.borrow,
+		Limit: freeBefore.Sub(protectedBefore), Free: freeBefore, Protected: protectedBefore}, false
 }
 
 // protected is the idle guarantee in key that other tenants do not lend.
@@ -986,29 +950,15 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 	return best, best != ""
 }
 
-// noFit explains why a claim that passed admission could not be placed.
-func (s *snapshot) noFit(cl *claim, preempt bool) reason {
-	if s.terse {
-		if cl.w.Gang() && cl.w.Replicas > 1 {
-			return reason{code: ReasonNoBlock}
-		}
-		return reason{code: ReasonNoCapacity}
-	}
-	free := s.freeInReach(cl.pools)
-	why := ""
-	if preempt {
-		why = ", and preemption cannot free enough"
-	}
-	where := cl.cand.region
-	if len(cl.w.Pools) > 0 {
-		where = fmt.Sprintf("%s pools %v", cl.cand.region, cl.w.Pools)
-	}
+// noFit fills in at with why a claim that passed admission could not be
+// placed.
+func (s *snapshot) noFit(cl *claim, preempt bool, at *Blocker) {
+	at.Code, at.Requested, at.Replicas, at.PerReplica, at.Preempted = ReasonNoCapacity, cl.total, cl.w.Replicas, cl.w.GPUs, preempt
 	if cl.w.Gang() && cl.w.Replicas > 1 {
-		return reason{ReasonNoBlock, fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s",
-			where, cl.total, cl.cand.model, cl.w.Replicas, cl.w.GPUs, why)}
+		at.Code = ReasonNoBlock
+		return
 	}
-	return reason{ReasonNoCapacity, fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s",
-		cl.w.Replicas, cl.w.GPUs, cl.cand.model, where, free, why)}
+	at.Free = s.freeInReach(cl.pools)
 }
 
 // freeInReach sums the free GPU capacity of the pools' nodes. Pending
