@@ -747,7 +747,10 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	}
 	if r, ok := s.lendingOK(cl, freeBefore, protectedBefore); !ok {
 		s.rollback(mark)
-		cl.lastReason = &r
+		// Copied here, so that only a refusal allocates (the address of r
+		// itself would move every placement's r to the heap).
+		refused := r
+		cl.lastReason = &refused
 		return false
 	}
 	s.commit()
@@ -808,16 +811,25 @@ func pickGPUs(free []int32, milli int32, count int) []int {
 	return out
 }
 
-// replicasFit is the one node-feasibility predicate: how many replicas of
-// the claim node i can take, given room (its free GPUs, CPU and memory:
-// as they are now, or as a preemption search would leave them). Every
-// node constraint lives here: fits, bestNode, bestNodeIn, pickBlock, the
-// scorers and the preemption search all ask it, so a new constraint (a
-// taint, a label, a resource) is one edit. A node that is down or in no
-// pool takes nothing.
-func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) int {
+// nodeAdmits is the one node-feasibility predicate: whether node i, with
+// cpu and mem free (as they are now, or as a preemption search would
+// leave them), may take a replica of the claim at all, GPUs aside. Every
+// node constraint lives here (a node that is down or in no pool takes
+// nothing; CPU and memory): fits, bestNode, bestNodeIn, pickBlock, the
+// scorers and the preemption search all ask it, through replicasFit or
+// fits, so a new constraint (a taint, a label, a resource) is one edit.
+// GPU room is the one resource the pools index (best-fit buckets), so it
+// is counted apart, by slots.
+func (s *snapshot) nodeAdmits(cl *claim, i int, cpu, mem int64) bool {
 	ns := &s.nodes[i]
-	if ns.down || ns.pool < 0 || cpu < int64(cl.w.CPU) || mem < int64(cl.w.Memory) {
+	return !ns.down && ns.pool >= 0 && cpu >= int64(cl.w.CPU) && mem >= int64(cl.w.Memory)
+}
+
+// replicasFit is how many replicas of the claim node i can take, given
+// its room: free GPUs, CPU and memory (now, or as a preemption search
+// would leave them). Zero unless nodeAdmits.
+func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) int {
+	if !s.nodeAdmits(cl, i, cpu, mem) {
 		return 0
 	}
 	n := slots(free, cl.perGPU, cl.count)
@@ -830,10 +842,28 @@ func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) i
 	return n
 }
 
-// fits reports whether node i can take one replica of the claim now.
+// fits reports whether node i can take one replica of the claim now:
+// replicasFit > 0, with the GPU room read from the node's counters.
 func (s *snapshot) fits(cl *claim, i int) bool {
 	ns := &s.nodes[i]
-	return s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem)) > 0
+	if !s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) {
+		return false
+	}
+	return s.gpuRoom(cl, i)
+}
+
+// gpuRoom reports whether node i has GPUs free for one replica now.
+func (s *snapshot) gpuRoom(cl *claim, i int) bool {
+	ns := &s.nodes[i]
+	if cl.perGPU == resource.PerGPU {
+		return ns.whole >= cl.count
+	}
+	for _, f := range ns.free {
+		if f >= cl.perGPU {
+			return true
+		}
+	}
+	return false
 }
 
 // bestNode finds the node for one replica: in pool order, the node with the
@@ -846,10 +876,11 @@ func (s *snapshot) bestNode(cl *claim) int {
 			best, bestFree := -1, int32(resource.PerGPU)
 			for pos := nextBit(p.partial, 0); pos >= 0; pos = nextBit(p.partial, pos+1) {
 				i := p.nodes[pos]
-				if !s.fits(cl, i) {
+				ns := &s.nodes[i]
+				if !s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) {
 					continue
 				}
-				for _, f := range s.nodes[i].free {
+				for _, f := range ns.free {
 					if f >= cl.perGPU && f < bestFree {
 						best, bestFree = i, f
 					}
@@ -862,7 +893,7 @@ func (s *snapshot) bestNode(cl *claim) int {
 		for k := cl.count; k < len(p.buckets); k++ {
 			for pos := p.first(k); pos >= 0; pos = nextBit(p.buckets[k], pos+1) {
 				i := p.nodes[pos]
-				if s.fits(cl, i) {
+				if ns := &s.nodes[i]; s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) { // GPU room: bucket k >= count
 					return i
 				}
 			}
