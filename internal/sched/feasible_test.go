@@ -10,7 +10,7 @@ import (
 )
 
 // TestOneNodePredicate (issue 13): every node search agrees with the one
-// node-feasibility predicate, replicasFit. On random worlds, half-filled by
+// node-feasibility predicate (nodeAdmits, counted by replicasFit). On random worlds, half-filled by
 // a first cycle, with CPU and memory asks up to a whole node's: bestNode
 // and bestNodeIn return a node that fits, or -1 only when no node in the
 // claim's pools fits; fits is replicasFit > 0; and a block pickBlock
