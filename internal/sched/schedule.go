@@ -433,15 +433,15 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 	}
 	for _, preempt := range passes {
 		reasons = reasons[:0]
+		var at Blocker // written only when a candidate fails
 		for ci, c := range cands {
-			r, done := s.tryCandidate(w, t, c, preempt, plan)
-			if done {
+			if s.tryCandidate(w, t, c, preempt, plan, &at) {
 				if ci > 0 {
 					plan.Overflow = append(plan.Overflow, Overflow{Workload: w.Name, From: cands[0].String(), To: c.String()})
 				}
 				return true
 			}
-			reasons = append(reasons, r)
+			reasons = append(reasons, at)
 		}
 	}
 	p := invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemNoCandidate})
@@ -460,43 +460,50 @@ func invalid(w *workload.Workload, b Blocker) Pending {
 }
 
 // tryCandidate admits and places w at c, preempting if allowed. It commits
-// and emits on success; on failure it leaves no trace and says why.
-func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preempt bool, plan *Plan) (Blocker, bool) {
-	at := Blocker{Flavor: c.model, Region: c.region, Pools: w.Pools}
+// and emits on success; on failure it leaves no trace and says why in at
+// (which a success leaves alone: placements pay for no reason).
+func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preempt bool, plan *Plan, at *Blocker) bool {
 	pools := s.regionModel[tenancy.Key{Model: c.model, Region: c.region}]
 	if len(pools) == 0 {
-		at.Code = ReasonNoFlavor
-		return at, false
+		*at = Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools}
+		return false
 	}
 	if w.Priority == workload.PrioritySpot && w.MaxPrice > 0 {
 		for _, p := range s.in.SpotPrices {
 			if p.Model == c.model && p.Region == c.region && p.PerGPUHour > w.MaxPrice {
-				at.Code, at.Price, at.MaxPrice = ReasonSpotPrice, p.PerGPUHour, w.MaxPrice
-				return at, false
+				*at = Blocker{Code: ReasonSpotPrice, Flavor: c.model, Region: c.region, Pools: w.Pools, Price: p.PerGPUHour, MaxPrice: w.MaxPrice}
+				return false
 			}
 		}
 	}
 	cl := s.newClaim(w, t, c)
-	if w.Reservation != "" {
-		if ri, r, ok := s.ownReservation(w, t, c); ok {
-			at.Reservation = &ReservationUse{Name: r.Name, Used: s.resUsed[ri], Capacity: s.resCapacity(r), Down: s.resDown(r), Nodes: len(r.Nodes)}
-		}
-	}
 	cl.entries = s.entriesFor(t, cl.key)
-	if ok := s.admit(cl, &at); !ok {
-		return at, false
+	if !s.admit(cl, at) {
+		s.withReservation(w, t, c, at)
+		return false
 	}
 	cl.pools = s.eligiblePools(cl, pools)
 	if s.place(cl, preempt, plan) {
-		return Blocker{}, true
+		return true
 	}
 	if cl.lastReason != nil {
-		b := *cl.lastReason
-		b.Reservation = at.Reservation
-		return b, false
+		*at = *cl.lastReason
+	} else {
+		s.noFit(cl, preempt, at)
 	}
-	s.noFit(cl, preempt, &at)
-	return at, false
+	s.withReservation(w, t, c, at)
+	return false
+}
+
+// withReservation adds to a failed candidate's blocker the state of w's
+// own reservation there, if it has one (a failed attempt changed nothing).
+func (s *snapshot) withReservation(w *workload.Workload, t int, c candidate, at *Blocker) {
+	if w.Reservation == "" {
+		return
+	}
+	if ri, r, ok := s.ownReservation(w, t, c); ok {
+		at.Reservation = &ReservationUse{Name: r.Name, Used: s.resUsed[ri], Capacity: s.resCapacity(r), Down: s.resDown(r), Nodes: len(r.Nodes)}
+	}
 }
 
 // claimReservation places w on its own reservation if it fits there,
@@ -591,16 +598,16 @@ func (s *snapshot) reservedGPUs(r *tenancy.Reservation) int {
 
 // admit checks the tenant tree: every level within its limit, and a
 // borrower only into capacity that no one else's guarantee protects.
-// On refusal it fills in the blocker at (already set to the claim's
-// flavor and region).
+// On refusal it says why in at.
 func (s *snapshot) admit(cl *claim, at *Blocker) bool {
 	for _, ref := range cl.entries {
 		q := s.tree.Tenants[ref.Tenant].Quotas[ref.Entry]
 		reserved := s.reserved.At(ref)
 		used := s.usage.At(ref).Add(reserved)
 		if used.Add(cl.total) > q.Limit {
-			at.Code, at.Tenant, at.AllRegions = ReasonQuotaLimit, s.tree.Tenants[ref.Tenant].Name, q.Key.Region == ""
-			at.Used, at.Limit, at.Requested, at.Reserved = used, q.Limit, cl.total, reserved
+			*at = Blocker{Code: ReasonQuotaLimit, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
+				Tenant: s.tree.Tenants[ref.Tenant].Name, AllRegions: q.Key.Region == "",
+				Used: used, Limit: q.Limit, Requested: cl.total, Reserved: reserved}
 			return false
 		}
 	}
@@ -821,18 +828,18 @@ func pickGPUs(free []int32, milli int32, count int) []int {
 // GPU room is the one resource the pools index (best-fit buckets), so it
 // is counted apart, by slots.
 func (s *snapshot) nodeAdmits(cl *claim, i int, cpu, mem int64) bool {
-	ns := &s.nodes[i]
-	return !ns.down && ns.pool >= 0 && cpu >= int64(cl.w.CPU) && mem >= int64(cl.w.Memory)
+	// A node that is down is in no pool (pool -1, see instantiate).
+	return s.nodes[i].pool >= 0 && cpu >= int64(cl.w.CPU) && mem >= int64(cl.w.Memory)
 }
 
 // replicasFit is how many replicas of the claim node i can take, given
 // its room: free GPUs, CPU and memory (now, or as a preemption search
 // would leave them). Zero unless nodeAdmits.
 func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) int {
-	if !s.nodeAdmits(cl, i, cpu, mem) {
+	n := slots(free, cl.perGPU, cl.count)
+	if n == 0 || !s.nodeAdmits(cl, i, cpu, mem) {
 		return 0
 	}
-	n := slots(free, cl.perGPU, cl.count)
 	if cl.w.CPU > 0 {
 		n = min(n, int(cpu/int64(cl.w.CPU)))
 	}
@@ -981,10 +988,10 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 	return best, best != ""
 }
 
-// noFit fills in at with why a claim that passed admission could not be
-// placed.
+// noFit says in at why a claim that passed admission could not be placed.
 func (s *snapshot) noFit(cl *claim, preempt bool, at *Blocker) {
-	at.Code, at.Requested, at.Replicas, at.PerReplica, at.Preempted = ReasonNoCapacity, cl.total, cl.w.Replicas, cl.w.GPUs, preempt
+	*at = Blocker{Code: ReasonNoCapacity, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
+		Requested: cl.total, Replicas: cl.w.Replicas, PerReplica: cl.w.GPUs, Preempted: preempt}
 	if cl.w.Gang() && cl.w.Replicas > 1 {
 		at.Code = ReasonNoBlock
 		return
