@@ -171,6 +171,7 @@ func Resolve(file string, f File) (*Config, error) {
 	}
 	// Workloads.
 	names := map[workload.ID]bool{}
+	shape := workload.ShapeOf(fl)
 	var ws []*workload.Workload
 	for wi := range f.Workloads {
 		w := f.Workloads[wi]
@@ -190,24 +191,8 @@ func Resolve(file string, f File) (*Config, error) {
 				errs.Add(w.Pos, wf+".priority", "%v (see the tenant's allowed_priorities)", err)
 			}
 		}
-		maxGPUs := 0
-		for _, m := range w.Flavors {
-			if _, ok := cat.Model(m); !ok {
-				errs.Add(w.Pos, wf+".flavors", "unknown GPU model %q (known: %v)", m, cat.ModelNames())
-			}
-			for _, n := range fl.Nodes {
-				if n.Model == m {
-					maxGPUs = max(maxGPUs, n.GPUs)
-				}
-			}
-		}
-		for _, r := range w.Regions {
-			if !fl.HasRegion(r) {
-				errs.Add(w.Pos, wf+".regions", "region %q is not in the fleet (regions: %v)", r, fl.Regions)
-			}
-		}
-		if maxGPUs > 0 && w.GPUs > resource.GPUs(maxGPUs) {
-			errs.Add(w.Pos, wf+".gpus", "%v GPUs per replica, but the largest machine of %v has %d; split the work into replicas", w.GPUs, w.Flavors, maxGPUs)
+		for _, p := range workload.CheckFleet(&w.Spec, cat, shape) {
+			errs.Add(w.Pos, wf+"."+p.Field, "%s", p.Msg)
 		}
 		if w.Reservation != "" && !hasReservation(f.Reservations, w.Reservation) {
 			errs.Add(w.Pos, wf+".reservation", "unknown reservation %q", w.Reservation)

@@ -251,3 +251,36 @@ func TestLimitsSection(t *testing.T) {
 		t.Fatal("a misspelt limit was accepted")
 	}
 }
+
+// TestEveryFleetProblem (issue 13): the config reports every way a
+// workload does not fit the fleet, each with file:line and its field path,
+// through the same check as the submission API (workload.CheckFleet).
+func TestEveryFleetProblem(t *testing.T) {
+	src := `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 1}]
+tenants:
+  - name: a
+workloads:
+  - name: w1
+    tenant: a
+    gpus: 16
+    flavors: [H100-80G, B300]
+    regions: [westus9, eastus]
+`
+	_, err := Parse("bad.yaml", []byte(src))
+	for _, want := range []string{
+		`bad.yaml:12:5: workloads[0].flavors[1]: unknown GPU model "B300"`,
+		`bad.yaml:12:5: workloads[0].regions[0]: region "westus9" is not in the fleet (regions: [eastus])`,
+		`bad.yaml:12:5: workloads[0].gpus: 16 GPUs per replica, but the largest machine of [H100-80G B300] has 8`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package sched
 import (
 	"time"
 
-	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
@@ -18,8 +17,8 @@ func Apply(ws []*workload.Workload, p Plan, now time.Time) []*workload.Workload 
 		evicted[x.Workload] = true
 	}
 	placed := make(map[workload.ID][]Placement, len(p.Placements))
-	for _, x := range p.Placements {
-		placed[x.Workload] = append(placed[x.Workload], x)
+	for _, x := range p.Placed() {
+		placed[x.Workload] = x.Placements
 	}
 	out := make([]*workload.Workload, len(ws))
 	for i, w := range ws {
@@ -28,11 +27,7 @@ func Apply(ws []*workload.Workload, p Plan, now time.Time) []*workload.Workload 
 			c.Running = nil
 		}
 		if ps, ok := placed[w.Name]; ok {
-			a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, Within: ps[0].Within, StartedAt: now}
-			for _, x := range ps {
-				a.Replicas = append(a.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli)})
-			}
-			c.Running = a
+			c.Running = Assignment(ps, now)
 		}
 		out[i] = &c
 	}

@@ -26,7 +26,6 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		tree:     in.Tenants,
 		free:     map[tenancy.Key]resource.MilliGPU{},
 		refCache: make([][]refEntry, len(in.Tenants.Tenants)),
-		terse:    in.Options.TerseReasons,
 	}
 	var conflicts []string
 	s.instantiate(in.Cache.skeleton(in))

@@ -66,8 +66,9 @@ type Options struct {
 	// OverflowBeforePreempt tries every acceptable flavor and region
 	// without preemption before preempting anywhere.
 	OverflowBeforePreempt bool
-	// TerseReasons leaves Pending.Reason and Details empty (Code is still
-	// set): for callers such as the simulator that decide thousands of
+	// TerseReasons leaves Pending.Reason and Details empty (Code and the
+	// structured Blockers are still set; Pending.Render renders them
+	// later): for callers such as the simulator that decide thousands of
 	// pending workloads per cycle and read no messages.
 	TerseReasons bool
 

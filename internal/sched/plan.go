@@ -76,6 +76,11 @@ type Pending struct {
 	Code ReasonCode `json:"code"`
 	// Details has one reason per acceptable flavor and region tried.
 	Details []string `json:"details,omitempty"`
+	// Blockers are the structured reasons, one per acceptable flavor and
+	// region tried (one for an invalid workload); Reason and Details are
+	// their rendering (see Render). Alike pending workloads share them:
+	// read only.
+	Blockers []Blocker `json:"blockers,omitempty"`
 }
 
 // Overflow records a workload placed away from its first choice.
@@ -102,11 +107,5 @@ const (
 	// before scheduling (the server's policy caps on a class) report it.
 	ReasonPolicyHeld ReasonCode = "PolicyHeld"
 )
-
-// reason is one candidate's failure.
-type reason struct {
-	code ReasonCode
-	msg  string
-}
 
 func gpuString(m resource.MilliGPU) string { return m.String() }

@@ -147,7 +147,7 @@ func (s *snapshot) newArea(cl *claim, nodes []int) *area {
 		a.free = append(a.free, a.flat[start:len(a.flat):len(a.flat)])
 		a.cpu = append(a.cpu, int64(ns.cpu))
 		a.mem = append(a.mem, int64(ns.mem))
-		n := s.nodeSlots(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+		n := s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
 		a.slots = append(a.slots, n)
 		a.total += n
 	}
@@ -175,7 +175,7 @@ func (a *area) apply(ri int, sign int32) {
 		}
 		a.cpu[p] += int64(sign) * int64(w.CPU)
 		a.mem[p] += int64(sign) * int64(w.Memory)
-		n := a.s.nodeSlots(a.cl, rep.node, a.free[p], a.cpu[p], a.mem[p])
+		n := a.s.replicasFit(a.cl, rep.node, a.free[p], a.cpu[p], a.mem[p])
 		a.total += n - a.slots[p]
 		a.slots[p] = n
 	}

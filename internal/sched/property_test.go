@@ -301,7 +301,8 @@ func propConstraints(in Input, p Plan) error {
 }
 
 // usageAfter sums GPUs per (tenant, quota entry) after the plan, not
-// counting work on its own reservation.
+// counting work on its own reservation, charged by the one rule
+// (tenancy.Tree.Charged).
 func usageAfter(in Input, p Plan) map[[2]int]resource.MilliGPU {
 	u := map[[2]int]resource.MilliGPU{}
 	for _, w := range Apply(in.Workloads, p, in.Now) {
@@ -309,32 +310,23 @@ func usageAfter(in Input, p Plan) map[[2]int]resource.MilliGPU {
 			continue
 		}
 		t, _ := in.Tenants.Lookup(w.Tenant)
-		for _, a := range in.Tenants.Path(t) {
-			for j, q := range in.Tenants.Tenants[a].Quotas {
-				if q.Key.Model == w.Running.Flavor && (q.Key.Region == "" || q.Key.Region == w.Running.Region) {
-					u[[2]int{a, j}] += w.TotalGPUs()
-				}
-			}
+		for _, ref := range in.Tenants.Charged(t, tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}) {
+			u[[2]int{ref.Tenant, ref.Entry}] += w.TotalGPUs()
 		}
 	}
 	return u
 }
 
-// reservedNow sums, per (tenant, quota entry), the capacity of the active
-// reservations charged to it: the owner's path, model and region of the SKU.
+// reservedNow is, per (tenant, quota entry), the capacity of the active
+// reservations charged to it (tenancy.Tree.ChargeReservations).
 func reservedNow(in Input) map[[2]int]resource.MilliGPU {
+	l := tenancy.NewLedger(in.Tenants)
+	in.Tenants.ChargeReservations(l, in.Reservations, in.Fleet.Catalog, in.Now)
 	u := map[[2]int]resource.MilliGPU{}
-	for _, r := range in.Reservations {
-		sku, ok := in.Fleet.Catalog.SKU(r.SKU)
-		t, known := in.Tenants.Lookup(r.Owner)
-		if !ok || !known || !r.Active(in.Now) {
-			continue
-		}
-		for _, a := range in.Tenants.Path(t) {
-			for j, q := range in.Tenants.Tenants[a].Quotas {
-				if q.Key.Model == sku.Model && (q.Key.Region == "" || q.Key.Region == r.Region) {
-					u[[2]int{a, j}] += resource.GPUs(sku.GPUs * r.Count)
-				}
+	for t, entries := range l {
+		for j, amt := range entries {
+			if amt != 0 {
+				u[[2]int{t, j}] = amt
 			}
 		}
 	}
@@ -437,11 +429,10 @@ func propReclaim(in Input, p Plan) error {
 			continue
 		}
 		limited := false
-		for _, a := range in.Tenants.Path(t) {
-			for j, qq := range in.Tenants.Tenants[a].Quotas {
-				if qq.Key.Model == m && (qq.Key.Region == "" || qq.Key.Region == r) && usage[[2]int{a, j}]+held[[2]int{a, j}]+w.TotalGPUs() > qq.Limit {
-					limited = true
-				}
+		for _, ref := range in.Tenants.Charged(t, tenancy.Key{Model: m, Region: r}) {
+			k := [2]int{ref.Tenant, ref.Entry}
+			if usage[k]+held[k]+w.TotalGPUs() > in.Tenants.Tenants[ref.Tenant].Quotas[ref.Entry].Limit {
+				limited = true
 			}
 		}
 		if limited {
@@ -553,25 +544,27 @@ func propNoPingPong(in Input, p Plan) error {
 	return nil
 }
 
-// propTerse: TerseReasons changes only the messages, never a decision.
+// propTerse: TerseReasons changes only the messages, never a decision,
+// and the structured Blockers it keeps render later (Pending.Render) to
+// exactly the messages of a full run.
 func propTerse(in Input, p Plan) error {
 	in.Options.TerseReasons = true
 	q := Schedule(in)
-	strip := func(p Plan) Plan {
-		c := p
-		c.Pending = []Pending{}
-		for _, x := range p.Pending {
-			c.Pending = append(c.Pending, Pending{Workload: x.Workload, Code: x.Code})
+	for _, x := range q.Pending {
+		if x.Reason != "" || x.Details != nil {
+			return fmt.Errorf("terse plan has text for %s: %q %q", x.Workload, x.Reason, x.Details)
 		}
-		return c
 	}
-	if q.Pending == nil {
+	for i := range q.Pending {
+		q.Pending[i].Render()
+	}
+	if q.Pending == nil && p.Pending != nil {
 		q.Pending = []Pending{}
 	}
-	a, _ := json.Marshal(strip(p))
+	a, _ := json.Marshal(p)
 	b, _ := json.Marshal(q)
 	if !bytes.Equal(a, b) {
-		return fmt.Errorf("terse plan differs:\n%s\n%s", a, b)
+		return fmt.Errorf("terse plan, rendered, differs:\n%s\n%s", a, b)
 	}
 	return nil
 }

@@ -29,6 +29,9 @@ func Schedule(in Input) Plan {
 	var shield map[workload.ID]bool
 	for round := 0; ; round++ {
 		plan, s := scheduleOnce(&in, shield)
+		if !in.Options.TerseReasons {
+			plan.render() // text only at the edge: the core decides with Blockers
+		}
 		if round > 0 {
 			// Decided with shields: alike work added to the same state
 			// would not be decided alike (the shields depend on the
@@ -293,7 +296,7 @@ type claim struct {
 	onRes int
 	pools []int
 	// lastReason is set when placement failed for a reason other than room.
-	lastReason *reason
+	lastReason *Blocker
 }
 
 // maxPasses bounds the passes over pending work in one cycle.
@@ -414,11 +417,11 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 	}
 	t, ok := s.tree.Lookup(w.Tenant)
 	if !ok {
-		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: fmt.Sprintf("unknown tenant %q", w.Tenant)})
+		plan.Pending = append(plan.Pending, invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemUnknownTenant, Tenant: w.Tenant}))
 		return false
 	}
 	if w.GPUs <= 0 || w.Replicas < 1 {
-		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonInvalid, Reason: "asks for no GPUs"})
+		plan.Pending = append(plan.Pending, invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemNoGPUs}))
 		return false
 	}
 	s.cands = appendCandidates(s.cands[:0], w)
@@ -431,86 +434,77 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 	}
 	for _, preempt := range passes {
 		reasons = reasons[:0]
+		var at Blocker // written only when a candidate fails
 		for ci, c := range cands {
-			r, done := s.tryCandidate(w, t, c, preempt, plan)
-			if done {
+			if s.tryCandidate(w, t, c, preempt, plan, &at) {
 				if ci > 0 {
 					plan.Overflow = append(plan.Overflow, Overflow{Workload: w.Name, From: cands[0].String(), To: c.String()})
 				}
 				return true
 			}
-			reasons = append(reasons, r)
+			reasons = append(reasons, at)
 		}
 	}
-	p := Pending{Workload: w.Name}
-	if len(reasons) == 0 {
-		p.Code, p.Reason = ReasonInvalid, "no acceptable flavor or region"
-	} else {
-		p.Code, p.Reason = reasons[0].code, reasons[0].msg
-		if len(reasons) > 1 && !s.terse {
-			for i, r := range reasons {
-				p.Details = append(p.Details, cands[i].String()+": "+r.msg)
-			}
-		}
+	p := invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemNoCandidate})
+	if len(reasons) > 0 {
+		p.Code, p.Blockers = reasons[0].Code, slices.Clone(reasons)
 	}
 	plan.Pending = append(plan.Pending, p)
 	s.remember(w, p)
 	return false
 }
 
+// invalid is a pending decision for a workload that cannot be placed
+// anywhere, with its one blocker.
+func invalid(w *workload.Workload, b Blocker) Pending {
+	return Pending{Workload: w.Name, Code: b.Code, Blockers: []Blocker{b}}
+}
+
 // tryCandidate admits and places w at c, preempting if allowed. It commits
-// and emits on success; on failure it leaves no trace and says why.
-func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preempt bool, plan *Plan) (reason, bool) {
+// and emits on success; on failure it leaves no trace and says why in at
+// (which a success leaves alone: placements pay for no reason).
+func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preempt bool, plan *Plan, at *Blocker) bool {
 	pools := s.regionModel[tenancy.Key{Model: c.model, Region: c.region}]
 	if len(pools) == 0 {
-		if s.terse {
-			return reason{code: ReasonNoFlavor}, false
-		}
-		return reason{ReasonNoFlavor, fmt.Sprintf("no %s in %s", c.model, c.region)}, false
+		*at = Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools}
+		return false
 	}
 	if spot.Bound(w) {
 		for _, p := range s.in.SpotPrices {
 			if p.Model == c.model && p.Region == c.region && spot.AdmitBound(p.PerGPUHour, p.Firm) > w.MaxPrice {
-				if s.terse {
-					return reason{code: ReasonSpotPrice}, false
-				}
-				return reason{ReasonSpotPrice, spotPriceMessage(c, p, w.MaxPrice)}, false
+				*at = Blocker{Code: ReasonSpotPrice, Flavor: c.model, Region: c.region, Pools: w.Pools, Price: p.PerGPUHour, Firm: p.Firm, MaxPrice: w.MaxPrice}
+				return false
 			}
 		}
 	}
 	cl := s.newClaim(w, t, c)
-	var resReason *reason
-	if w.Reservation != "" && !s.terse {
-		if _, r, ok := s.ownReservation(w, t, c); ok {
-			msg := fmt.Sprintf("reservation %s full %v/%v", r.Name, s.resUsed[s.resIndex(r)], s.resCapacity(r))
-			if d := s.resDown(r); d > 0 {
-				msg += fmt.Sprintf(" (%d of its %d nodes down)", d, len(r.Nodes))
-			}
-			if len(w.Pools) > 0 {
-				msg += fmt.Sprintf(" or no room in pools %v", w.Pools)
-			}
-			resReason = &reason{ReasonReservationFull, msg}
-		}
-	}
 	cl.entries = s.entriesFor(t, cl.key)
-	if r, ok := s.admit(cl); !ok {
-		if resReason != nil {
-			r.msg = resReason.msg + "; " + r.msg
-		}
-		return r, false
+	if !s.admit(cl, at) {
+		s.withReservation(w, t, c, at)
+		return false
 	}
 	cl.pools = s.eligiblePools(cl, pools)
 	if s.place(cl, preempt, plan) {
-		return reason{}, true
+		return true
 	}
-	r := s.noFit(cl, preempt)
 	if cl.lastReason != nil {
-		r = *cl.lastReason
+		*at = *cl.lastReason
+	} else {
+		s.noFit(cl, preempt, at)
 	}
-	if resReason != nil {
-		r.msg = resReason.msg + "; " + r.msg
+	s.withReservation(w, t, c, at)
+	return false
+}
+
+// withReservation adds to a failed candidate's blocker the state of w's
+// own reservation there, if it has one (a failed attempt changed nothing).
+func (s *snapshot) withReservation(w *workload.Workload, t int, c candidate, at *Blocker) {
+	if w.Reservation == "" {
+		return
 	}
-	return r, false
+	if ri, r, ok := s.ownReservation(w, t, c); ok {
+		at.Reservation = &ReservationUse{Name: r.Name, Used: s.resUsed[ri], Capacity: s.resCapacity(r), Down: s.resDown(r), Nodes: len(r.Nodes)}
+	}
 }
 
 // claimReservation places w on its own reservation if it fits there,
@@ -561,15 +555,6 @@ func (s *snapshot) newClaim(w *workload.Workload, t int, c candidate) *claim {
 	return cl
 }
 
-func (s *snapshot) resIndex(r *tenancy.Reservation) int {
-	for i := range s.in.Reservations {
-		if &s.in.Reservations[i] == r {
-			return i
-		}
-	}
-	return -1
-}
-
 // resCapacity is the GPUs a reservation holds on nodes that are up.
 func (s *snapshot) resCapacity(r *tenancy.Reservation) resource.MilliGPU {
 	return resource.GPUs((len(r.Nodes) - s.resDown(r)) * s.reservedGPUs(r))
@@ -614,21 +599,17 @@ func (s *snapshot) reservedGPUs(r *tenancy.Reservation) int {
 
 // admit checks the tenant tree: every level within its limit, and a
 // borrower only into capacity that no one else's guarantee protects.
-func (s *snapshot) admit(cl *claim) (reason, bool) {
+// On refusal it says why in at.
+func (s *snapshot) admit(cl *claim, at *Blocker) bool {
 	for _, ref := range cl.entries {
 		q := s.tree.Tenants[ref.Tenant].Quotas[ref.Entry]
 		reserved := s.reserved.At(ref)
 		used := s.usage.At(ref).Add(reserved)
 		if used.Add(cl.total) > q.Limit {
-			if s.terse {
-				return reason{code: ReasonQuotaLimit}, false
-			}
-			msg := fmt.Sprintf("tenant %s at limit %v/%v %s in %s (asks %v)",
-				s.tree.Tenants[ref.Tenant].Name, used, q.Limit, cl.cand.model, regionOf(q.Key, cl.cand.region), cl.total)
-			if reserved > 0 {
-				msg += fmt.Sprintf("; %v of it reserved", reserved)
-			}
-			return reason{ReasonQuotaLimit, msg}, false
+			*at = Blocker{Code: ReasonQuotaLimit, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
+				Tenant: s.tree.Tenants[ref.Tenant].Name, AllRegions: q.Key.Region == "",
+				Used: used, Limit: q.Limit, Requested: cl.total, Reserved: reserved}
+			return false
 		}
 	}
 	q, idx, ok := s.tree.Entry(cl.tenant, cl.cand.model, cl.cand.region)
@@ -639,37 +620,27 @@ func (s *snapshot) admit(cl *claim) (reason, bool) {
 	} else {
 		cl.borrow = cl.total
 	}
-	return reason{}, true
+	return true
 }
 
 // lendingOK checks a borrowing claim after it was placed: the capacity left
 // free (shared pool and partitions, which back guarantees too) must still
 // cover the idle guarantee that other tenants do not lend. A claim that took nothing from the shared pool, or did not
 // make a shortfall worse, passes.
-func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.MilliGPU) (reason, bool) {
+func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.MilliGPU) (Blocker, bool) {
 	if cl.borrow == 0 {
-		return reason{}, true
+		return Blocker{}, true
 	}
 	free, protected := s.free[cl.key], s.protected(cl.key, cl.tenant)
 	if free >= protected || free >= freeBefore {
-		return reason{}, true
+		return Blocker{}, true
 	}
 	if short := protected - free; short <= protectedBefore-min(freeBefore, protectedBefore) {
-		return reason{}, true
+		return Blocker{}, true
 	}
-	if s.terse {
-		return reason{code: ReasonLendingLimit}, false
-	}
-	lendable := freeBefore.Sub(protectedBefore)
-	return reason{ReasonLendingLimit, fmt.Sprintf("tenant %s would borrow %v %s in %s but only %v is lendable (%v free, %v guaranteed to others)",
-		s.tree.Tenants[cl.tenant].Name, cl.borrow, cl.cand.model, cl.cand.region, lendable, freeBefore, protectedBefore)}, false
-}
-
-func regionOf(k tenancy.Key, r string) string {
-	if k.Region == "" {
-		return "all regions"
-	}
-	return r
+	return Blocker{Code: ReasonLendingLimit, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
+		Tenant: s.tree.Tenants[cl.tenant].Name, Requested: cl.borrow,
+		Limit: freeBefore.Sub(protectedBefore), Free: freeBefore, Protected: protectedBefore}, false
 }
 
 // protected is the idle guarantee in key that other tenants do not lend.
@@ -784,7 +755,10 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	}
 	if r, ok := s.lendingOK(cl, freeBefore, protectedBefore); !ok {
 		s.rollback(mark)
-		cl.lastReason = &r
+		// Copied here, so that only a refusal allocates (the address of r
+		// itself would move every placement's r to the heap).
+		refused := r
+		cl.lastReason = &refused
 		return false
 	}
 	s.commit()
@@ -845,12 +819,50 @@ func pickGPUs(free []int32, milli int32, count int) []int {
 	return out
 }
 
-// fits reports whether node i can take one replica of the claim now.
+// nodeAdmits is the one node-feasibility predicate: whether node i, with
+// cpu and mem free (as they are now, or as a preemption search would
+// leave them), may take a replica of the claim at all, GPUs aside. Every
+// node constraint lives here (a node that is down or in no pool takes
+// nothing; CPU and memory): fits, bestNode, bestNodeIn, pickBlock, the
+// scorers and the preemption search all ask it, through replicasFit or
+// fits, so a new constraint (a taint, a label, a resource) is one edit.
+// GPU room is the one resource the pools index (best-fit buckets), so it
+// is counted apart, by slots.
+func (s *snapshot) nodeAdmits(cl *claim, i int, cpu, mem int64) bool {
+	// A node that is down is in no pool (pool -1, see instantiate).
+	return s.nodes[i].pool >= 0 && cpu >= int64(cl.w.CPU) && mem >= int64(cl.w.Memory)
+}
+
+// replicasFit is how many replicas of the claim node i can take, given
+// its room: free GPUs, CPU and memory (now, or as a preemption search
+// would leave them). Zero unless nodeAdmits.
+func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) int {
+	n := slots(free, cl.perGPU, cl.count)
+	if n == 0 || !s.nodeAdmits(cl, i, cpu, mem) {
+		return 0
+	}
+	if cl.w.CPU > 0 {
+		n = min(n, int(cpu/int64(cl.w.CPU)))
+	}
+	if cl.w.Memory > 0 {
+		n = min(n, int(mem/int64(cl.w.Memory)))
+	}
+	return n
+}
+
+// fits reports whether node i can take one replica of the claim now:
+// replicasFit > 0, with the GPU room read from the node's counters.
 func (s *snapshot) fits(cl *claim, i int) bool {
 	ns := &s.nodes[i]
-	if ns.down || ns.pool < 0 || ns.cpu < cl.w.CPU || ns.mem < cl.w.Memory {
+	if !s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) {
 		return false
 	}
+	return s.gpuRoom(cl, i)
+}
+
+// gpuRoom reports whether node i has GPUs free for one replica now.
+func (s *snapshot) gpuRoom(cl *claim, i int) bool {
+	ns := &s.nodes[i]
 	if cl.perGPU == resource.PerGPU {
 		return ns.whole >= cl.count
 	}
@@ -873,7 +885,7 @@ func (s *snapshot) bestNode(cl *claim) int {
 			for pos := nextBit(p.partial, 0); pos >= 0; pos = nextBit(p.partial, pos+1) {
 				i := p.nodes[pos]
 				ns := &s.nodes[i]
-				if ns.cpu < cl.w.CPU || ns.mem < cl.w.Memory {
+				if !s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) {
 					continue
 				}
 				for _, f := range ns.free {
@@ -889,7 +901,7 @@ func (s *snapshot) bestNode(cl *claim) int {
 		for k := cl.count; k < len(p.buckets); k++ {
 			for pos := p.first(k); pos >= 0; pos = nextBit(p.buckets[k], pos+1) {
 				i := p.nodes[pos]
-				if s.nodes[i].cpu >= cl.w.CPU && s.nodes[i].mem >= cl.w.Memory {
+				if ns := &s.nodes[i]; s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) { // GPU room: bucket k >= count
 					return i
 				}
 			}
@@ -952,18 +964,6 @@ func slots(free []int32, perGPU int32, count int) int {
 	return n
 }
 
-// nodeSlots is slots for node i, bounded by its CPU and memory.
-func (s *snapshot) nodeSlots(cl *claim, i int, free []int32, cpu, mem int64) int {
-	n := slots(free, cl.perGPU, cl.count)
-	if cl.w.CPU > 0 {
-		n = min(n, int(cpu/int64(cl.w.CPU)))
-	}
-	if cl.w.Memory > 0 {
-		n = min(n, int(mem/int64(cl.w.Memory)))
-	}
-	return n
-}
-
 // pickBlock chooses the block for a gang without preemption: among blocks
 // that hold it, the one left with the fewest free slots (best fit), first
 // in fleet order on ties.
@@ -980,7 +980,7 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 				continue
 			}
 			ns := &s.nodes[i]
-			total += s.nodeSlots(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+			total += s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
 		}
 		if total >= cl.w.Replicas && total-cl.w.Replicas < bestLeft {
 			best, bestLeft = b, total-cl.w.Replicas
@@ -989,29 +989,15 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 	return best, best != ""
 }
 
-// noFit explains why a claim that passed admission could not be placed.
-func (s *snapshot) noFit(cl *claim, preempt bool) reason {
-	if s.terse {
-		if cl.w.Gang() && cl.w.Replicas > 1 {
-			return reason{code: ReasonNoBlock}
-		}
-		return reason{code: ReasonNoCapacity}
-	}
-	free := s.freeInReach(cl.pools)
-	why := ""
-	if preempt {
-		why = ", and preemption cannot free enough"
-	}
-	where := cl.cand.region
-	if len(cl.w.Pools) > 0 {
-		where = fmt.Sprintf("%s pools %v", cl.cand.region, cl.w.Pools)
-	}
+// noFit says in at why a claim that passed admission could not be placed.
+func (s *snapshot) noFit(cl *claim, preempt bool, at *Blocker) {
+	*at = Blocker{Code: ReasonNoCapacity, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
+		Requested: cl.total, Replicas: cl.w.Replicas, PerReplica: cl.w.GPUs, Preempted: preempt}
 	if cl.w.Gang() && cl.w.Replicas > 1 {
-		return reason{ReasonNoBlock, fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s",
-			where, cl.total, cl.cand.model, cl.w.Replicas, cl.w.GPUs, why)}
+		at.Code = ReasonNoBlock
+		return
 	}
-	return reason{ReasonNoCapacity, fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s",
-		cl.w.Replicas, cl.w.GPUs, cl.cand.model, where, free, why)}
+	at.Free = s.freeInReach(cl.pools)
 }
 
 // freeInReach sums the free GPU capacity of the pools' nodes. Pending
@@ -1033,14 +1019,4 @@ func (s *snapshot) freeInReach(pools []int) resource.MilliGPU {
 	s.reachSet, s.reachGen, s.reachFree = true, s.freeGen, free
 	s.reachPool = append(s.reachPool[:0], pools...)
 	return free
-}
-
-// spotPriceMessage says why the spot price p at c refuses work with max
-// price maxPrice: it is above it, or within the market's headroom below it.
-func spotPriceMessage(c candidate, p SpotPrice, maxPrice float64) string {
-	if p.PerGPUHour > maxPrice || p.Firm {
-		return fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, above max price $%.2f", c.model, c.region, p.PerGPUHour, maxPrice)
-	}
-	return fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, not below %.0f%% of max price $%.2f (spot work starts only below $%.2f/GPU-h)",
-		c.model, c.region, p.PerGPUHour, 100*spot.AdmitFraction, maxPrice, maxPrice*spot.AdmitFraction)
 }

@@ -144,8 +144,6 @@ type snapshot struct {
 	failed    map[hopelessKey]int
 	evictions int
 
-	terse bool // Options.TerseReasons
-
 	// placed counts the claims placed this cycle; repeats holds the last
 	// pending decision per repeatKey with the count it was made at.
 	placed     int
@@ -176,7 +174,7 @@ type snapshot struct {
 
 	// Scratch space.
 	cands     []candidate
-	reasons   []reason
+	reasons   []Blocker
 	stamp     uint32
 	runStamp  []uint32
 	areaLocal []int32

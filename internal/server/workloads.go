@@ -8,10 +8,9 @@ import (
 	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/api"
-	"github.com/arbiterhq/arbiter/internal/fleet"
-	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 func workloadOut(x *store.Workload) api.Workload {
@@ -31,15 +30,10 @@ func workloadOut(x *store.Workload) api.Workload {
 	return o
 }
 
-// fleetShape is what submissions are checked against without reading the
-// store: the regions of the fleet and the largest machine per GPU model.
-type fleetShape struct {
-	regions map[string]bool
-	maxGPUs map[fleet.ModelID]int
-}
-
-func (s *Server) shape(r *http.Request) (*fleetShape, error) {
-	// Recomputed at most once per node-kind revision.
+// shape is the fleet submissions are checked against (workload.CheckFleet)
+// without reading the whole store: recomputed at most once per node-kind
+// revision.
+func (s *Server) shape(r *http.Request) (*workload.FleetShape, error) {
 	var rev int64
 	s.st.View(r.Context(), func(tx store.ReadTx) error { rev = tx.KindRevision(store.KindNode); return nil })
 	if c := s.shapeCache.Load(); c != nil && c.rev == rev {
@@ -49,18 +43,24 @@ func (s *Server) shape(r *http.Request) (*fleetShape, error) {
 	if err != nil {
 		return nil, err
 	}
-	sh := &fleetShape{regions: map[string]bool{}, maxGPUs: map[fleet.ModelID]int{}}
-	for _, n := range wd.Fleet.Nodes {
-		sh.regions[n.Region] = true
-		sh.maxGPUs[n.Model] = max(sh.maxGPUs[n.Model], n.GPUs)
-	}
+	sh := workload.ShapeOf(wd.Fleet)
 	s.shapeCache.Store(&shapeAt{rev: rev, shape: sh})
 	return sh, nil
 }
 
 type shapeAt struct {
 	rev   int64
-	shape *fleetShape
+	shape *workload.FleetShape
+}
+
+// fleetProblems answers a spec the fleet cannot run: 400 naming the first
+// field, every problem in the message.
+func fleetProblems(probs []workload.Problem) error {
+	msgs := make([]string, len(probs))
+	for i, p := range probs {
+		msgs[i] = p.String()
+	}
+	return apiErr(http.StatusBadRequest, api.CodeInvalid, probs[0].Field, "%s", strings.Join(msgs, "; "))
 }
 
 func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
@@ -101,20 +101,8 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	largest := 0
-	for _, m := range spec.Flavors {
-		if _, ok := cat.Model(m); !ok {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "flavors", "unknown GPU model %q (known: %v)", m, cat.ModelNames())
-		}
-		largest = max(largest, sh.maxGPUs[m])
-	}
-	for _, reg := range spec.Regions {
-		if !sh.regions[reg] {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, "regions", "region %q is not in the fleet (see GET /v1/regions)", reg)
-		}
-	}
-	if largest > 0 && spec.GPUs > resource.GPUs(largest) {
-		return apiErr(http.StatusBadRequest, api.CodeInvalid, "gpus", "%v GPUs per replica, but the largest machine of %v has %d; split the work into replicas", spec.GPUs, spec.Flavors, largest)
+	if probs := workload.CheckFleet(&spec, cat, sh); len(probs) > 0 {
+		return fleetProblems(probs)
 	}
 	// The stored time as it reads back (UTC, no monotonic reading), so that
 	// the object handed to the live cache equals the stored one.

@@ -513,20 +513,11 @@ func (s *Sim) cycle() {
 		j.remaining += time.Duration(lost * float64(time.Second))
 		s.dirty = true
 	}
-	placed := map[workload.ID][]sched.Placement{}
-	var order []workload.ID
-	for _, p := range plan.Placements {
-		if _, ok := placed[p.Workload]; !ok {
-			order = append(order, p.Workload)
-		}
-		placed[p.Workload] = append(placed[p.Workload], p)
-	}
-	for _, id := range order {
-		ps := placed[id]
-		j := byName[id]
-		a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, Within: ps[0].Within, StartedAt: s.now.Add(grace[id])}
+	for _, g := range plan.Placed() {
+		ps := g.Placements
+		j := byName[g.Workload]
+		a := sched.Assignment(ps, s.now.Add(grace[g.Workload]))
 		for _, p := range ps {
-			a.Replicas = append(a.Replicas, workload.Replica{Node: p.Node, GPUs: p.GPUs, Milli: resource.MilliGPU(p.Milli)})
 			n, _ := s.cfg.Fleet.Node(p.Node)
 			s.use(n.Index, p.Milli*int64(len(p.GPUs)))
 		}

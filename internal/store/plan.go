@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -65,23 +64,17 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 		w  *Workload
 		ps []sched.Placement
 	}
-	var order []*placed
-	byID := map[workload.ID]*placed{}
-	for _, p := range plan.Placements {
-		x, ok := byID[p.Workload]
-		if !ok {
-			w, evicted := victimByID[p.Workload] // evicted, then placed again
-			if !evicted {
-				var err error
-				if w, err = load(p.Workload, StatePending); err != nil {
-					return res, err
-				}
+	groups := plan.Placed()
+	order := make([]placed, 0, len(groups))
+	for _, g := range groups {
+		w, evicted := victimByID[g.Workload] // evicted, then placed again
+		if !evicted {
+			var err error
+			if w, err = load(g.Workload, StatePending); err != nil {
+				return res, err
 			}
-			x = &placed{w: w}
-			byID[p.Workload] = x
-			order = append(order, x)
 		}
-		x.ps = append(x.ps, p)
+		order = append(order, placed{w: w, ps: g.Placements})
 	}
 	for i, w := range victims {
 		p := plan.Preemptions[i]
@@ -102,10 +95,7 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 		if len(ps) != w.Spec.Replicas {
 			return res, fmt.Errorf("store: plan places %d of %d replicas of %s", len(ps), w.Spec.Replicas, w.Key())
 		}
-		a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation, Within: ps[0].Within, StartedAt: now}
-		for _, p := range ps {
-			a.Replicas = append(a.Replicas, workload.Replica{Node: p.Node, GPUs: p.GPUs, Milli: resource.MilliGPU(p.Milli)})
-		}
+		a := sched.Assignment(ps, now)
 		w.State, w.Running = StateRunning, a
 		if err := Put(tx, w, w.Meta.Revision); err != nil {
 			return res, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -363,6 +364,20 @@ func TestApplyPlan(t *testing.T) {
 		if _, err := apply(st, base); !errors.Is(err, ErrConflict) {
 			t.Errorf("reapplied: %v, want ErrConflict", err)
 		}
+	})
+	t.Run("assignment is the reference applier's", func(t *testing.T) {
+		st, base := setup(t)
+		if _, err := apply(st, base); err != nil {
+			t.Fatal(err)
+		}
+		want := sched.Apply([]*workload.Workload{{Spec: workload.Spec{Name: "contoso/a"}}}, plan, now)[0].Running
+		st.View(ctx, func(tx ReadTx) error {
+			a, _ := Get[Workload](tx, "contoso/a")
+			if !reflect.DeepEqual(a.Running, want) {
+				t.Errorf("store assignment %+v, reference %+v", a.Running, want)
+			}
+			return nil
+		})
 	})
 	voiders := map[string]func(tx WriteTx) error{
 		"node registered":     func(tx WriteTx) error { return Put(tx, &Node{ID: "n2"}, MustNotExist) },

@@ -1,0 +1,187 @@
+package sched
+
+import (
+	"fmt"
+	"github.com/arbiterhq/arbiter/internal/spot"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+)
+
+// Blocker is why a workload could not be placed at one flavor and region,
+// as values (in the manner of kube-scheduler's InsufficientResource): the
+// resource, what was requested, what was free, the limit, and which tenant
+// or block stopped it. The core decides with Blockers and never formats
+// text; String renders one at the edge (Schedule renders every pending
+// workload's unless Options.TerseReasons; the API and CLI show the text).
+type Blocker struct {
+	Code   ReasonCode    `json:"code"`
+	Flavor fleet.ModelID `json:"flavor,omitempty"`
+	Region string        `json:"region,omitempty"`
+	// Problem says what is invalid (Code Invalid).
+	Problem Problem `json:"problem,omitempty"`
+	// Tenant is the tenant at its limit (QuotaLimit), the borrower
+	// (LendingLimit) or the unknown tenant (Invalid).
+	Tenant string `json:"tenant,omitempty"`
+	// AllRegions is set when the limit at hand spans all regions.
+	AllRegions bool `json:"all_regions,omitempty"`
+	// Requested is the GPUs the claim asks (QuotaLimit, NoCapacity,
+	// NoBlock) or would borrow (LendingLimit).
+	Requested resource.MilliGPU `json:"requested,omitempty"`
+	// Used is the tenant's use counted against the limit, Reserved
+	// included (QuotaLimit).
+	Used     resource.MilliGPU `json:"used,omitempty"`
+	Reserved resource.MilliGPU `json:"reserved,omitempty"`
+	// Limit is the quota limit (QuotaLimit) or what is lendable
+	// (LendingLimit).
+	Limit resource.MilliGPU `json:"limit,omitempty"`
+	// Free is the free capacity in reach (NoCapacity) or free before the
+	// claim (LendingLimit); Protected is the idle guarantee of others.
+	Free      resource.MilliGPU `json:"free,omitempty"`
+	Protected resource.MilliGPU `json:"protected,omitempty"`
+	// Replicas × PerReplica is the shape asked (NoCapacity, NoBlock).
+	Replicas   int               `json:"replicas,omitempty"`
+	PerReplica resource.MilliGPU `json:"per_replica,omitempty"`
+	// Pools is the workload's pool constraint, if any.
+	Pools []string `json:"pools,omitempty"`
+	// Preempted is set when preemption was tried and could not free enough.
+	Preempted bool `json:"preempted,omitempty"`
+	// Price and MaxPrice are the spot price and the workload's bound
+	// (SpotPrice), in $/GPU-hour.
+	Price    float64 `json:"price,omitempty"`
+	MaxPrice float64 `json:"max_price,omitempty"`
+	// Firm: a policy set Price (work is admitted up to it, not below
+	// spot.AdmitFraction of it).
+	Firm bool `json:"firm,omitempty"`
+	// Reservation is the workload's own reservation when it could not
+	// hold the claim (it is full, its nodes down, or no room in its pools).
+	Reservation *ReservationUse `json:"reservation,omitempty"`
+}
+
+// ReservationUse is a reservation's state as a Blocker reports it.
+type ReservationUse struct {
+	Name     string            `json:"name"`
+	Used     resource.MilliGPU `json:"used"`
+	Capacity resource.MilliGPU `json:"capacity"`
+	// Down of the reservation's Nodes nodes are down.
+	Down  int `json:"down,omitempty"`
+	Nodes int `json:"nodes"`
+}
+
+// Problem says what makes a pending workload invalid.
+type Problem string
+
+// Problems of a workload the core can never place.
+const (
+	ProblemUnknownTenant Problem = "UnknownTenant" // its tenant is not in the tree
+	ProblemNoGPUs        Problem = "NoGPUs"        // it asks for no GPUs
+	ProblemNoCandidate   Problem = "NoCandidate"   // it accepts no flavor or region
+)
+
+// String renders the blocker as the text the API, the CLI and the
+// scenario tests show.
+func (b Blocker) String() string {
+	msg := b.text()
+	if r := b.Reservation; r != nil {
+		pre := fmt.Sprintf("reservation %s full %v/%v", r.Name, r.Used, r.Capacity)
+		if r.Down > 0 {
+			pre += fmt.Sprintf(" (%d of its %d nodes down)", r.Down, r.Nodes)
+		}
+		if len(b.Pools) > 0 {
+			pre += fmt.Sprintf(" or no room in pools %v", b.Pools)
+		}
+		msg = pre + "; " + msg
+	}
+	return msg
+}
+
+// text is the blocker's own text, without its reservation's.
+func (b Blocker) text() string {
+	switch b.Code {
+	case ReasonInvalid:
+		switch b.Problem {
+		case ProblemUnknownTenant:
+			return fmt.Sprintf("unknown tenant %q", b.Tenant)
+		case ProblemNoGPUs:
+			return "asks for no GPUs"
+		case ProblemNoCandidate:
+			return "no acceptable flavor or region"
+		}
+	case ReasonNoFlavor:
+		return fmt.Sprintf("no %s in %s", b.Flavor, b.Region)
+	case ReasonSpotPrice:
+		if b.Price > b.MaxPrice || b.Firm {
+			return fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, above max price $%.2f", b.Flavor, b.Region, b.Price, b.MaxPrice)
+		}
+		return fmt.Sprintf("spot price of %s in %s is $%.2f/GPU-h, not below %.0f%% of max price $%.2f (spot work starts only below $%.2f/GPU-h)",
+			b.Flavor, b.Region, b.Price, 100*spot.AdmitFraction, b.MaxPrice, b.MaxPrice*spot.AdmitFraction)
+	case ReasonQuotaLimit:
+		region := b.Region
+		if b.AllRegions {
+			region = "all regions"
+		}
+		msg := fmt.Sprintf("tenant %s at limit %v/%v %s in %s (asks %v)", b.Tenant, b.Used, b.Limit, b.Flavor, region, b.Requested)
+		if b.Reserved > 0 {
+			msg += fmt.Sprintf("; %v of it reserved", b.Reserved)
+		}
+		return msg
+	case ReasonLendingLimit:
+		return fmt.Sprintf("tenant %s would borrow %v %s in %s but only %v is lendable (%v free, %v guaranteed to others)",
+			b.Tenant, b.Requested, b.Flavor, b.Region, b.Limit, b.Free, b.Protected)
+	case ReasonNoBlock, ReasonNoCapacity:
+		why := ""
+		if b.Preempted {
+			why = ", and preemption cannot free enough"
+		}
+		where := b.Region
+		if len(b.Pools) > 0 {
+			where = fmt.Sprintf("%s pools %v", b.Region, b.Pools)
+		}
+		if b.Code == ReasonNoBlock {
+			return fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s", where, b.Requested, b.Flavor, b.Replicas, b.PerReplica, why)
+		}
+		return fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s", b.Replicas, b.PerReplica, b.Flavor, where, b.Free, why)
+	}
+	return string(b.Code)
+}
+
+// Render sets the pending workload's Reason (its first blocker's text) and
+// Details (one line per flavor and region tried, when it tried several)
+// from its Blockers. A Pending without Blockers (one a caller made, such as
+// PolicyHeld) keeps its text.
+func (p *Pending) Render() {
+	if len(p.Blockers) == 0 {
+		return
+	}
+	p.Reason = p.Blockers[0].String()
+	p.Details = nil
+	if len(p.Blockers) > 1 {
+		p.Details = make([]string, len(p.Blockers))
+		for i, b := range p.Blockers {
+			p.Details[i] = string(b.Flavor) + "/" + b.Region + ": " + b.String()
+		}
+	}
+}
+
+// render renders every pending decision of the plan. Alike workloads share
+// their decision's Blockers (see repeated), so each is rendered once.
+func (p *Plan) render() {
+	done := map[*Blocker]*Pending{}
+	do := func(x *Pending) {
+		if len(x.Blockers) == 0 {
+			return
+		}
+		if d, ok := done[&x.Blockers[0]]; ok {
+			x.Reason, x.Details = d.Reason, d.Details
+			return
+		}
+		x.Render()
+		done[&x.Blockers[0]] = x
+	}
+	for i := range p.Pending {
+		do(&p.Pending[i])
+	}
+	for i := range p.Classes {
+		do(&p.Classes[i].Pending)
+	}
+}
