@@ -391,6 +391,11 @@ type Why struct {
 	Code    string   `json:"code,omitempty"`
 	Reason  string   `json:"reason"`
 	Details []string `json:"details,omitempty"`
+	// Blockers are the structured reasons Reason is rendered from, one
+	// per flavor and region tried (sched.Blocker: code, flavor, region,
+	// tenant, requested, used, reserved, limit, free, prices, ...), for
+	// tools that should not parse the text.
+	Blockers json.RawMessage `json:"blockers,omitempty"`
 	// PlanRevision is the store revision the last cycle looked at.
 	PlanRevision int64 `json:"plan_revision"`
 	// Effects are the policy actions in force on the workload (see

@@ -85,6 +85,7 @@ var (
 	timeType     = reflect.TypeOf(time.Time{})
 	gpusType     = reflect.TypeOf(api.GPUs(0))
 	durationType = reflect.TypeOf(api.Duration(0))
+	rawType      = reflect.TypeOf(json.RawMessage(nil))
 )
 
 // schemaOf returns a JSON schema for t; named structs go to schemas.
@@ -96,6 +97,8 @@ func schemaOf(t reflect.Type, schemas map[string]any) map[string]any {
 		return map[string]any{"description": "GPUs: a number (8, 0.5) or a string (\"8\", \"0.5\", \"500m\")", "oneOf": []any{map[string]any{"type": "number"}, map[string]any{"type": "string"}}}
 	case durationType:
 		return map[string]any{"type": "string", "description": "duration such as 90s, 5m, 2h or 7d"}
+	case rawType: // JSON passed through (Why.Blockers: an array of objects)
+		return map[string]any{"type": "array", "items": map[string]any{"type": "object"}}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

@@ -151,6 +151,14 @@ func TestSubmitScheduleWhyUsage(t *testing.T) {
 	if err != nil || why.State != "Pending" || why.Code != "QuotaLimit" || !strings.Contains(why.Reason, "16/16") {
 		t.Fatalf("why b: %+v %v", why, err)
 	}
+	// The structured reasons the text is rendered from.
+	var blockers []map[string]any
+	if err := json.Unmarshal(why.Blockers, &blockers); err != nil || len(blockers) == 0 {
+		t.Fatalf("why b's blockers %s: %v", why.Blockers, err)
+	}
+	if b := blockers[0]; b["code"] != "QuotaLimit" || b["tenant"] != "contoso" || b["region"] != "eastus" || b["limit"] == nil || b["requested"] == nil {
+		t.Errorf("why b's first blocker: %v", b)
+	}
 	us, err := contoso.Usage(ctx, "contoso", "eastus")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -304,6 +305,13 @@ func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
 	default:
 		if p, ok := idx.Pending(x.Key()); ok {
 			out.Code, out.Reason, out.Details = string(p.Code), p.Reason, slices.Clone(p.Details)
+			if len(p.Blockers) > 0 {
+				b, err := json.Marshal(p.Blockers)
+				if err != nil {
+					return err
+				}
+				out.Blockers = b
+			}
 		} else {
 			out.Reason = fmt.Sprintf("not yet considered: submitted at revision %d, the last scheduling cycle saw revision %d", x.Meta.Created, idx.Revision)
 		}
