@@ -95,23 +95,5 @@ func (s *Server) setAllowedPriorities(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	var t *store.Tenant
-	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
-		var err error
-		if t, err = store.Get[store.Tenant](tx, name); err != nil {
-			return notFound("tenant", name)
-		}
-		t.AllowedPriorities = list
-		if err := store.Put(tx, t, t.Meta.Revision); err != nil {
-			return err
-		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventAllowedPrioritiesChanged.String(), Object: store.TenantObject(name), Tenant: name,
-			Message: workload.SetOf(list...).String()})
-	})
-	if err != nil {
-		return err
-	}
-	s.notify(true)
-	writeJSON(w, http.StatusOK, tenantOut(t))
-	return nil
+	return s.changeTenant(w, r, name, func(t *store.Tenant) { t.AllowedPriorities = list }, store.EventAllowedPrioritiesChanged, workload.SetOf(list...).String())
 }

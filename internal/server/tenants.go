@@ -165,17 +165,23 @@ func (s *Server) setQuotas(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.changeTenant(w, r, name, func(t *store.Tenant) { t.Quotas = qs }, store.EventQuotasChanged, "")
+}
+
+// changeTenant applies change to a stored tenant in one transaction with
+// an event of kind (message msg), and answers the tenant.
+func (s *Server) changeTenant(w http.ResponseWriter, r *http.Request, name string, change func(*store.Tenant), kind store.EventKind, msg string) error {
 	var t *store.Tenant
-	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		var err error
 		if t, err = store.Get[store.Tenant](tx, name); err != nil {
 			return notFound("tenant", name)
 		}
-		t.Quotas = qs
+		change(t)
 		if err := store.Put(tx, t, t.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventQuotasChanged.String(), Object: store.TenantObject(name), Tenant: name})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: kind.String(), Object: store.TenantObject(name), Tenant: name, Message: msg})
 	})
 	if err != nil {
 		return err
