@@ -53,7 +53,7 @@ type CommitStats struct {
 // the committer's goroutine (fn must be quick).
 func (s *BoltStore) ObserveCommits(fn func(CommitStats)) { s.observe.Store(&fn) }
 
-var metaBucket = []byte("meta")
+var metaBucket = []byte(KindMeta)
 
 const revKey = "revision"
 

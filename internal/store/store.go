@@ -36,6 +36,11 @@ const (
 	KindPartition   Kind = "partitions"
 )
 
+// KindMeta is the store's own bucket of counters (the store-wide and
+// per-kind revisions, index versions), each an 8-byte big-endian integer.
+// It is not in Kinds; snapshots and migration copy it raw with the rest.
+const KindMeta Kind = "meta"
+
 // Kinds lists every kind, in a fixed order.
 var Kinds = []Kind{KindTenant, KindNode, KindReservation, KindWorkload, KindPolicy, KindFiring, KindToken, KindEvent, KindSetting, KindPartition,
 	KindEventIndex, KindLiveIndex, KindCount}
