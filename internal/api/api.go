@@ -45,7 +45,7 @@ type ClusterInfo struct {
 	// Self is the URL of the replica that answered.
 	Self string `json:"self"`
 	// Leader is the leader's URL ("" while none is known).
-	Leader   string    `json:"leader"`
+	Leader   string           `json:"leader"`
 	Replicas []ClusterReplica `json:"replicas"`
 }
 

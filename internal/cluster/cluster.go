@@ -35,7 +35,7 @@ type Options struct {
 	Advertise string
 	// TTL of the session lease: how long a dead leader keeps the
 	// leadership (default 2s; etcd rounds to whole seconds, at least 1).
-	TTL time.Duration
+	TTL    time.Duration
 	Logger *slog.Logger
 }
 
