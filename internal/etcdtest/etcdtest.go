@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // ErrNoLeader is returned by Leader when no reachable member is the raft leader.
@@ -304,11 +306,19 @@ func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
 	}
 }
 
-// status asks the member at endpoint for its Status over a connection of its own.
+// status asks the member at endpoint for its Status over a connection of its
+// own. A member whose port refuses connections (killed, or still starting)
+// fails at once rather than after the timeout.
 func status(ctx context.Context, endpoint string, timeout time.Duration) (*clientv3.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: timeout})
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(endpoint, "http://"))
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: timeout, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, err
 	}
