@@ -26,7 +26,7 @@ func (c *Client) Logs(ctx context.Context, tenant, name string, replica int, tai
 	if err != nil {
 		return nil, err
 	}
-	if ans.resp.StatusCode >= 400 {
+	if ans.resp.StatusCode >= 300 { // a redirect send did not follow is an error too
 		return nil, apiError(ans.resp.StatusCode, ans.data)
 	}
 	return ans.data, nil

@@ -93,7 +93,7 @@ func (c *Client) streamOnce(ctx context.Context, after int64, fn func(api.Event)
 		return after, err
 	}
 	resp := ans.resp
-	if resp.StatusCode >= 400 {
+	if resp.StatusCode >= 300 { // a redirect send did not follow is an error too
 		return after, apiError(resp.StatusCode, ans.data)
 	}
 	defer resp.Body.Close()

@@ -71,7 +71,7 @@ func (c *Client) do(ctx context.Context, rq *request, in, out any) error {
 	if err != nil {
 		return err
 	}
-	if ans.resp.StatusCode >= 400 {
+	if ans.resp.StatusCode >= 300 { // a redirect send did not follow is an error too
 		return apiError(ans.resp.StatusCode, ans.data)
 	}
 	if out != nil && len(ans.data) > 0 {
