@@ -212,6 +212,7 @@ func (c *Client) send(ctx context.Context, rq *request) (*answer, error) {
 		// This server cannot serve now: the next call starts at the next one.
 		nxt := (idx + 1) % len(c.servers)
 		c.cur.CompareAndSwap(int32(idx), int32(nxt))
+		hops = 0 // redirects are counted per server tried
 		if !resend || time.Since(start) >= c.failover {
 			return ans, err
 		}
@@ -317,6 +318,9 @@ func (c *Client) judge(ctx context.Context, rq *request, ans *answer, err error)
 			// stuck; the next call tries the next one. Nothing is re-sent.
 			return errors.Is(ctx.Err(), context.DeadlineExceeded), false, 0
 		}
+		if !transportError(err) {
+			return false, false, 0 // a bad URL or the like: no other server helps
+		}
 		return true, notSent(err) || rq.idempotent(), 0
 	}
 	if ans.resp.StatusCode != http.StatusServiceUnavailable {
@@ -330,6 +334,15 @@ func (c *Client) judge(ctx context.Context, rq *request, ans *answer, err error)
 		return false, false, 0
 	}
 	return true, rq.idempotent(), wait
+}
+
+// transportError reports whether err is the network's: a connection
+// refused, reset or closed early, or a timeout.
+func transportError(err error) bool {
+	var op *net.OpError
+	var ne net.Error
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }
 
 // notSent reports whether a transport error shows the request never left:

@@ -327,3 +327,28 @@ func TestOriginOf(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectLoopEnds: two replicas that name each other end the call
+// with ErrTooManyRedirects instead of looping.
+func TestRedirectLoopEnds(t *testing.T) {
+	var a, b *recorder
+	a = follower(t, func() string { return b.URL })
+	b = follower(t, func() string { return a.URL })
+	c := New(a.URL+","+b.URL, tok)
+	if _, err := c.CreateTenant(ctx(t), api.Tenant{Name: "x"}); !errors.Is(err, ErrTooManyRedirects) {
+		t.Fatalf("%v, want ErrTooManyRedirects", err)
+	}
+}
+
+// TestRedirectToDeadLeader: a follower that still names a leader that
+// died sends the client there; the refused connection moves it on to the
+// replica that leads now.
+func TestRedirectToDeadLeader(t *testing.T) {
+	dead := down(t)
+	ld := leader(t)
+	fl := follower(t, func() string { return dead })
+	c := New(strings.Join([]string{fl.URL, dead, ld.URL}, ","), tok)
+	if _, err := c.CreateTenant(ctx(t), api.Tenant{Name: "x"}); err != nil || len(ld.seen()) != 1 || c.Current() != ld.URL {
+		t.Fatalf("%v; leader %d requests, current %s", err, len(ld.seen()), c.Current())
+	}
+}
