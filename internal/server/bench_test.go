@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/arbiterhq/arbiter/internal/cluster"
+	"github.com/arbiterhq/arbiter/internal/etcdtest"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -173,19 +175,24 @@ func benchServerWith(b *testing.B) benchEnv {
 		delay = d
 	}
 	minBatch, _ := strconv.Atoi(os.Getenv("ARBITER_BENCH_BATCH_MIN")) // serve's --batch-min (0: its default)
-	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: delay, MinBatchSize: minBatch})
-	if err != nil {
+	var st store.Store
+	var member *cluster.Member
+	var err error
+	if benchStore == "etcd" {
+		st, member = benchEtcd(b)
+	} else if st, err = store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: delay, MinBatchSize: minBatch}); err != nil {
 		b.Fatal(err)
 	}
 	c, err := config.Parse("bench.yaml", []byte(benchConfig))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := Seed(ctx, st, c, time.Now()); err != nil {
+	if _, err := Seed(store.Unfenced(ctx), st, c, time.Now()); err != nil {
 		b.Fatal(err)
 	}
 	s, err := New(ctx, Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler),
-		Limits: config.Limits{WorkloadsQueued: 10_000_000, QueuedBytes: 1 << 40}}) // one tenant queues everything
+		Limits:  config.Limits{WorkloadsQueued: 10_000_000, QueuedBytes: 1 << 40}, // one tenant queues everything
+		Cluster: clusterOrNil(member)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -219,6 +226,16 @@ func benchServerWith(b *testing.B) benchEnv {
 			b.ReportMetric(cw.Histogram.GetSampleSum()/c, "writers/commit")
 		}
 	}
+	if member != nil {
+		deadline := time.Now().Add(30 * time.Second)
+		for !member.IsLeader() || !s.ready.Load() {
+			if time.Now().After(deadline) {
+				done()
+				b.Fatal("the bench server did not become the leader")
+			}
+			time.Sleep(10 * time.Millisecond) // waiting for the election, not asserting
+		}
+	}
 	admin := client.New(hs.URL, testAdmin)
 	tok, err := admin.CreateToken(ctx, "acme", "bench")
 	if err != nil {
@@ -232,6 +249,47 @@ func benchServerWith(b *testing.B) benchEnv {
 		b.Fatal(err)
 	}
 	return benchEnv{cl: cl, url: hs.URL, token: tok.Secret, done: done}
+}
+
+// benchStore selects the store benchServerWith opens: "" (bbolt) or
+// "etcd" (a real 3-member etcd cluster on loopback, this server its
+// elected, fenced leader).
+var benchStore string
+
+// BenchmarkSubmitStores is BenchmarkSubmit with 32 clients on bbolt and on
+// etcd side by side, in one run:
+//
+//	go test ./internal/server -run XXX -bench SubmitStores -benchtime 20000x
+func BenchmarkSubmitStores(b *testing.B) {
+	for _, kind := range []string{"bbolt", "etcd"} {
+		b.Run("store="+kind, func(b *testing.B) {
+			benchStore = kind
+			defer func() { benchStore = "" }()
+			submitClosedLoop(b, 32)
+		})
+	}
+}
+
+func benchEtcd(b *testing.B) (store.Store, *cluster.Member) {
+	ec := etcdtest.Start(b, 3)
+	cli := ec.Client(b)
+	m, err := cluster.Join(context.Background(), cli, cluster.Options{Advertise: "http://127.0.0.1:1", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	st, err := store.OpenEtcd(context.Background(), store.EtcdOptions{Client: cli, Fence: m.Fence})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st, m
+}
+
+func clusterOrNil(m *cluster.Member) Cluster {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // benchSubmit submits the i-th 1-GPU preemptible workload.

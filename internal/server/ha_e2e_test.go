@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 		"fmt"
 	"net"
@@ -36,7 +37,10 @@ import (
 // key it was fenced on; once a newer key has committed, an older one
 // never commits again).
 
-const haFleet = `fleet:
+const haFleet = `limits:
+  workloads_queued: 1000000
+  queued_bytes: 1000000000
+fleet:
   regions:
     - name: eastus
       zones:
@@ -178,6 +182,8 @@ type load struct {
 	acked    sync.Map // name → tenant
 	nAcked   atomic.Int64
 	failures atomic.Int64
+	refused  atomic.Int64
+	errs     sync.Map
 	lastErr  atomic.Value
 	wg       sync.WaitGroup
 }
@@ -189,21 +195,47 @@ func (l *load) run(ctx context.Context, c *client.Client, workers int) {
 			for i := 0; ctx.Err() == nil; i++ {
 				name := fmt.Sprintf("w%d-%d", w, i)
 				spec := api.WorkloadSpec{Name: name, Kind: "batch", GPUs: api.GPUs(resource.GPUs(1)), Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}, Preemptible: true, Priority: "low"}
-				sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-				_, err := c.SubmitWithKey(sctx, tenant, client.NewIdempotencyKey(), spec)
-				cancel()
-				if err != nil {
-					if ctx.Err() == nil {
-						l.failures.Add(1)
-						l.lastErr.Store(err.Error())
+				// As a careful client does: a submission that got no
+				// answer in time is sent again with the same key until
+				// one is acknowledged.
+				key := client.NewIdempotencyKey()
+				for ctx.Err() == nil {
+					sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					t0 := time.Now()
+					_, err := c.SubmitWithKey(sctx, tenant, key, spec)
+					cancel()
+					if err == nil {
+						l.acked.Store(tenant+"/"+name, true)
+						l.nAcked.Add(1)
+						break
 					}
-					continue
+					if ctx.Err() == nil {
+						if l.failures.Add(1) < 30 {
+							l.errs.Store(fmt.Sprintf("%s +%v %v", time.Now().Format("05.000"), time.Since(t0).Round(time.Millisecond), err), true)
+						}
+						l.lastErr.Store(err.Error())
+						if ae := (*api.Error)(nil); errors.As(err, &ae) && ae.Status < 500 {
+							l.refused.Add(1)
+							break // refused, not lost: a 4xx is an answer
+						}
+					}
 				}
-				l.acked.Store(tenant+"/"+name, true)
-				l.nAcked.Add(1)
 			}
 		})
 	}
+}
+
+// probe submits one workload straight to r (no failover): whether r
+// serves writes now.
+func probe(r *replica, n int) bool {
+	if r == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	spec := api.WorkloadSpec{Name: fmt.Sprint("probe-", n), Kind: "batch", GPUs: api.GPUs(resource.GPUs(1)), Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}, Preemptible: true, Priority: "low"}
+	_, err := client.New(r.url, adminToken).Submit(ctx, "acme", spec)
+	return err == nil
 }
 
 // TestHAFailover: 20 leader failovers under concurrent submissions — 14
@@ -224,9 +256,30 @@ func TestHAFailover(t *testing.T) {
 	defer cancel()
 	var ld load
 	ld.run(ctx, c, 4)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("acknowledged %d, failed %d, last error: %v", ld.nAcked.Load(), ld.failures.Load(), ld.lastErr.Load())
+			for _, r := range rs {
+				log := r.log.String()
+				t.Logf("--- replica %s (restarts %d), last of its log:\n%s", r.url, r.restarts, log[max(0, len(log)-3000):])
+			}
+		}
+	})
 
-	// A write served after the failover: the acknowledgement count moves.
+	// A write served after the failover: the load's acknowledgements move.
 	served := func(since int64) bool { return ld.nAcked.Load() > since+2 }
+	probes := 0
+	// The failover time is measured by a probe writing to whichever
+	// replica says it leads, so that it is the servers' time, not the
+	// time the load's clients take to give up on a dead server.
+	servesNew := func(old *replica) bool {
+		l := leaderOf(rs)
+		if l == nil || l == old {
+			return false
+		}
+		probes++
+		return probe(l, probes)
+	}
 	var took []time.Duration
 	kinds := []string{}
 	for i := range 20 {
@@ -237,12 +290,12 @@ func TestHAFailover(t *testing.T) {
 		case i%7 == 5:
 			kind = "etcd"
 		}
-		waitFor(t, 30*time.Second, "load before the failover", func() bool { return leaderOf(rs) != nil && served(ld.nAcked.Load()) })
+		b := ld.nAcked.Load()
+		waitFor(t, 30*time.Second, "load before the failover", func() bool { return leaderOf(rs) != nil && served(b) })
 		old := leaderOf(rs)
 		if old == nil {
 			t.Fatal("no leader")
 		}
-		before := ld.nAcked.Load()
 		start := time.Now()
 		switch kind {
 		case "kill":
@@ -256,18 +309,16 @@ func TestHAFailover(t *testing.T) {
 				t.Fatal(err)
 			}
 			ec.Kill(li)
-			waitFor(t, 30*time.Second, "writes after the etcd leader's death", func() bool { return served(before) })
+			waitFor(t, 30*time.Second, "writes after the etcd leader's death", func() bool { probes++; return probe(leaderOf(rs), probes) })
 			took = append(took, time.Since(start))
 			kinds = append(kinds, kind)
 			ec.Restart(li)
 			continue
 		}
-		waitFor(t, 30*time.Second, "a new leader that serves", func() bool {
-			l := leaderOf(rs)
-			return l != nil && l != old && served(before)
-		})
+		waitFor(t, 30*time.Second, "a new leader that serves", func() bool { return servesNew(old) })
 		took = append(took, time.Since(start))
 		kinds = append(kinds, kind)
+		t.Logf("%s failover %d (%s of %s) done, acked %d", time.Now().Format("05.000"), i, kind, old.url, ld.nAcked.Load())
 		switch kind {
 		case "kill":
 			old.restarts++
@@ -297,7 +348,11 @@ func TestHAFailover(t *testing.T) {
 			t.Errorf("failover %d (%s) took %v, want at most 5s", i+1, kinds[i], d)
 		}
 	}
-	t.Logf("submissions acknowledged: %d, failed after retries: %d (last: %v)", ld.nAcked.Load(), ld.failures.Load(), ld.lastErr.Load())
+	t.Logf("submissions acknowledged: %d; attempts that failed and were retried with the same key: %d; refused with a 4xx: %d (last error: %v)", ld.nAcked.Load(), ld.failures.Load(), ld.refused.Load(), ld.lastErr.Load())
+	ld.errs.Range(func(k, _ any) bool { t.Log(k); return true })
+	if ld.refused.Load() > 0 {
+		t.Errorf("%d submissions were refused (a retried submission must replay, not conflict)", ld.refused.Load())
+	}
 
 	st, err := store.OpenEtcd(context.Background(), store.EtcdOptions{Endpoints: ec.Endpoints(), Prefix: haPrefix})
 	if err != nil {

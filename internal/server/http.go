@@ -49,6 +49,10 @@ func (s *Server) toAPIError(err error) *api.Error {
 		return apiErr(http.StatusConflict, api.CodeConflict, "", "%s; read it again and retry", strings.TrimPrefix(err.Error(), "store: "))
 	case errors.Is(err, tenancy.ErrInsufficientCapacity):
 		return apiErr(http.StatusConflict, api.CodeCapacity, "capacity", "%s", strings.TrimPrefix(err.Error(), "tenancy: "))
+	case errors.Is(err, store.ErrNotLeader):
+		return apiErr(http.StatusServiceUnavailable, api.CodeNoLeader, "", "this replica no longer leads; retry (another one leads or is being elected)")
+	case errors.Is(err, store.ErrUnavailable):
+		return apiErr(http.StatusServiceUnavailable, api.CodeUnavailable, "", "the store is unavailable (etcd electing a leader or unreachable); the write may or may not have been made: retry it with the same Idempotency-Key")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return apiErr(http.StatusServiceUnavailable, api.CodeUnavailable, "", "request cancelled")
 	}
@@ -75,7 +79,7 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	if ae.Status == 0 {
 		ae.Status = http.StatusBadRequest
 	}
-	if ae.Status == http.StatusTooManyRequests {
+	if ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, ae.Status, ae)

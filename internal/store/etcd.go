@@ -16,6 +16,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// errRaced: another writer committed between the state a transaction
+// read and its commit.
+var errRaced = fmt.Errorf("%w: the store changed during the transaction", ErrConflict)
+
+// ErrUnavailable: the store could not be reached; a write's outcome is
+// unknown (retry it idempotently).
+var ErrUnavailable = errors.New("store: unavailable")
+
 // ErrNotLeader: the write was refused because this replica does not hold
 // the leadership its store is fenced on (see EtcdOptions.Fence).
 var ErrNotLeader = errors.New("store: not the leader")
@@ -380,12 +388,23 @@ func (s *EtcdStore) View(ctx context.Context, fn func(ReadTx) error) error {
 	return fn(&etcdTx{m: s.snapshot()})
 }
 
-// Update implements Store.
+// Update implements Store. As in Batch, fn may run more than once: when
+// another replica committed after fn read the state, fn runs again on
+// the newer state (so it must only touch the transaction).
 func (s *EtcdStore) Update(ctx context.Context, fn func(WriteTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.commit(ctx, !isUnfenced(ctx), fn)
+	// Another replica's commit between the clone and the transaction
+	// (only the unfenced writes every replica makes at start can race;
+	// the leader's are alone) makes fn run again on the newer state.
+	var err error
+	for range 10 {
+		if err = s.commit(ctx, !isUnfenced(ctx), fn); !errors.Is(err, errRaced) {
+			return err
+		}
+	}
+	return err
 }
 
 type unfencedKey struct{}
@@ -545,7 +564,12 @@ func (s *EtcdStore) send(ctx context.Context, base *mirror, tx *etcdTx, fenced b
 	defer cancel()
 	resp, err := s.cli.Txn(cctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("store: etcd: commit: %w", err)
+		if isTooLarge(err) {
+			return fmt.Errorf("store: etcd: commit: %w", err)
+		}
+		// The outcome is unknown (etcd electing a leader, a connection
+		// lost): the mirror learns it from the watch either way.
+		return fmt.Errorf("%w: etcd commit: %v", ErrUnavailable, err)
 	}
 	if !resp.Succeeded {
 		if fenceKey != "" {
@@ -558,7 +582,7 @@ func (s *EtcdStore) send(ctx context.Context, base *mirror, tx *etcdTx, fenced b
 		sctx, scancel := context.WithTimeout(cctx, 5*time.Second)
 		s.Sync(sctx)
 		scancel()
-		return fmt.Errorf("%w: the store changed during the transaction", ErrConflict)
+		return errRaced
 	}
 	m := tx.m
 	m.rev = resp.Header.Revision

@@ -52,7 +52,9 @@ type Store interface {
 	// View runs fn in a read-only transaction over a consistent snapshot.
 	View(ctx context.Context, fn func(ReadTx) error) error
 	// Update runs fn in a read-write transaction, alone; the change is
-	// durable when Update returns nil. An error from fn rolls back.
+	// durable when Update returns nil. An error from fn rolls back. fn
+	// must only touch the transaction: on a shared store (etcd) it runs
+	// again when another replica committed meanwhile.
 	Update(ctx context.Context, fn func(WriteTx) error) error
 	// Batch is Update for many concurrent small writers: functions are
 	// grouped into one commit. fn may run more than once (when a function
