@@ -124,7 +124,7 @@ func (ar *alertRunner) apply(ctx context.Context, file, source string) error {
 		if err := store.Put(tx, &store.Setting{Name: settingAlerts, Value: data}, store.Any); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: set.AppliedAt, Type: store.EventAlertRulesApplied.String(), Object: store.AlertsObject,
+		return store.AppendEvent(tx, &store.Event{Time: set.AppliedAt, Type: store.EventAlertRulesApplied, Object: store.AlertsObject,
 			Message: fmt.Sprintf("%d alert rule(s) applied", len(f.Rules))})
 	})
 	if err != nil {
@@ -311,7 +311,7 @@ func (ar *alertRunner) tick(ctx context.Context) int {
 		for _, n := range notes {
 			e := n.Payload.Data.Essentials
 			c := n.Payload.Data.AlertContext.Condition.AllOf[0]
-			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.AlertEvent(e.MonitorCondition).String(), Object: store.AlertObject(e.AlertRule),
+			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.AlertEvent(e.MonitorCondition), Object: store.AlertObject(e.AlertRule),
 				Message: fmt.Sprintf("%s %s: %s %s of %s = %g (%s %s)", e.Severity, e.MonitorCondition, e.AlertRule, c.TimeAggregation, c.MetricName, c.MetricValue, c.Operator, c.Threshold)}); err != nil {
 				return err
 			}

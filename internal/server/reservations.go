@@ -183,7 +183,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 		wd.Reservations = append(wd.Reservations, res)
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationCreated.String(), Object: store.ReservationObject(res.Key()), Tenant: tenant,
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationCreated, Object: store.ReservationObject(res.Key()), Tenant: tenant,
 			Message: fmt.Sprintf("%d × %s in %s", res.Count, res.SKU, res.Region)})
 	})
 	if err != nil {
@@ -242,7 +242,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 		if err := store.Put(tx, res, res.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationResized.String(), Object: store.ReservationObject(res.Key()), Tenant: tenant,
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationResized, Object: store.ReservationObject(res.Key()), Tenant: tenant,
 			Message: fmt.Sprintf("capacity %d -> %d", old, res.Count)})
 	})
 	if err != nil {
@@ -292,7 +292,7 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error
 		if err := store.Delete(tx, store.KindReservation, key); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationDeleted.String(), Object: store.ReservationObject(key), Tenant: tenant})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationDeleted, Object: store.ReservationObject(key), Tenant: tenant})
 	})
 	if err != nil {
 		return err

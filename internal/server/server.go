@@ -435,7 +435,7 @@ func Seed(ctx context.Context, st store.Store, c *config.Config, now time.Time) 
 			}
 		}
 		if added > 0 {
-			return store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventConfigSeeded.String(), Object: store.ConfigObject, Message: fmt.Sprintf("%d objects added from the config", added)})
+			return store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventConfigSeeded, Object: store.ConfigObject, Message: fmt.Sprintf("%d objects added from the config", added)})
 		}
 		return nil
 	})

@@ -124,7 +124,7 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, obj, store.MustNotExist); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: store.EventWorkloadSubmitted.String(), Object: store.WorkloadObject(obj.Key()), Tenant: tenant, ObjectRevision: obj.Meta.Revision})
+		return store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: store.EventWorkloadSubmitted, Object: store.WorkloadObject(obj.Key()), Tenant: tenant, ObjectRevision: obj.Meta.Revision})
 	})
 	if err != nil {
 		return err
@@ -253,7 +253,7 @@ func (s *Server) cancelWorkload(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: x.EndedAt, Type: store.EventWorkloadCancelled.String(), Object: store.WorkloadObject(x.Key()), Tenant: tenant})
+		return store.AppendEvent(tx, &store.Event{Time: x.EndedAt, Type: store.EventWorkloadCancelled, Object: store.WorkloadObject(x.Key()), Tenant: tenant})
 	})
 	if err != nil {
 		return err
