@@ -407,17 +407,11 @@ func (ar *alertRunner) out() api.Alerts {
 }
 
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) error {
-	if err := requireAdmin(r); err != nil {
-		return err
-	}
 	writeJSON(w, http.StatusOK, s.alerts.out())
 	return nil
 }
 
 func (s *Server) applyAlerts(w http.ResponseWriter, r *http.Request) error {
-	if err := requireAdmin(r); err != nil {
-		return err
-	}
 	var in api.AlertsApply
 	if err := s.decode(w, r, &in); err != nil {
 		return err

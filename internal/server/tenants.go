@@ -103,12 +103,10 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) error {
-	name, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	name := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	var t *store.Tenant
-	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var err error
 		t, err = store.Get[store.Tenant](tx, name)
 		return err
 	})

@@ -65,10 +65,7 @@ func fleetProblems(probs []workload.Problem) error {
 }
 
 func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	var req api.WorkloadSpec
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -180,10 +177,7 @@ func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefi
 }
 
 func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	return s.listWorkloadsWith(w, r, tenant+"/")
 }
 
@@ -198,13 +192,10 @@ func (s *Server) listAllWorkloads(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) loadWorkload(r *http.Request) (*store.Workload, error) {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return nil, err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	name := r.PathValue("name")
 	var x *store.Workload
-	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var err error
 		x, err = store.Get[store.Workload](tx, store.WorkloadKey(tenant, name))
 		return err
@@ -235,13 +226,10 @@ func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) cancelWorkload(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	name := r.PathValue("name")
 	var x *store.Workload
-	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		var err error
 		if x, err = store.Get[store.Workload](tx, store.WorkloadKey(tenant, name)); err != nil {
 			return notFound("workload", name)
