@@ -2,6 +2,7 @@ package alert
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -68,5 +69,27 @@ func TestAlertPairsAreTheTable(t *testing.T) {
 		if _, err := Load("alerts.yaml", []byte(tc.src)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Load:\n%s= %v\nwant %q", tc.src, err, tc.want)
 		}
+	}
+}
+
+// TestExampleLoads: examples/alerts.yaml, which docs/server.md shows,
+// loads: a policy metric of a target, a split one, a server metric.
+func TestExampleLoads(t *testing.T) {
+	data, err := os.ReadFile("../../examples/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load("alerts.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Rules) != 3 {
+		t.Fatalf("%d rules", len(f.Rules))
+	}
+	if _, tg, ok := f.Rules[1].Policy(); !ok || tg.String() != "tenant:*" || !f.Rules[1].Split {
+		t.Errorf("rule 1 reads %v (%v)", tg, ok)
+	}
+	if _, _, ok := f.Rules[2].Policy(); ok || f.Rules[2].Dims()["tenant"] != "*" {
+		t.Errorf("rule 2 is not the server metric by labels")
 	}
 }
