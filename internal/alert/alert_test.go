@@ -10,10 +10,10 @@ import (
 const rulesYAML = `
 webhook: http://127.0.0.1:9/hook
 rules:
-  - name: a100-eastus-full
-    description: A100 allocation in eastus is high
-    metric: gpu_allocation_ratio
-    labels: {flavor: A100-80G, region: eastus}
+  - name: a100-full
+    description: A100 utilization is high
+    metric: utilization
+    of: flavor:A100-80G
     aggregation: avg
     window: 5m
     frequency: 1m
@@ -45,7 +45,7 @@ func TestLoad(t *testing.T) {
 	if len(f.Rules) != 2 || f.Rules[0].Sev() != 2 || f.Rules[1].Sev() != 3 || !f.Rules[0].Mitigates() || f.Rules[1].Mitigates() {
 		t.Fatalf("loaded %+v", f)
 	}
-	if f.Rules[0].Window != 5*time.Minute || f.Rules[0].Labels["flavor"] != "A100-80G" {
+	if m, tg, ok := f.Rules[0].Policy(); f.Rules[0].Window != 5*time.Minute || !ok || m.String() != "utilization" || tg.String() != "flavor:A100-80G" || f.Rules[0].Dims()["flavor"] != "A100-80G" {
 		t.Fatalf("rule 0 = %+v", f.Rules[0])
 	}
 }
@@ -59,7 +59,8 @@ func TestLoadErrors(t *testing.T) {
 		{strings.Replace(base, "frequency: 1m", "frequency: 10m", 1), `rules[0].frequency: the frequency (10m0s) must not exceed the window`},
 		{strings.Replace(base, "window: 5m", "window: 5 minutes", 1), `alerts.yaml:5:13: rules[0].window: invalid duration`},
 		{base + "    severity: 7\n", `rules[0].severity: want 0 (critical) to 4 (verbose), got 7`},
-		{base + "    labels: {flavor: A100-80G}\n", `rules[0].labels: metric pending_gpus is published with the labels {} or {tenant}, not {flavor}`},
+		{base + "    labels: {flavor: A100-80G}\n", `rules[0].labels: pending_gpus is a policy metric: name its target with of:`},
+		{strings.Replace(base, "pending_gpus", "preemptions", 1) + "    labels: {flavor: A100-80G}\n", `rules[0].labels: metric preemptions is published with the labels {} or {tenant}, not {flavor}`},
 		{base + "    webhook: ftp://x\n", `rules[0].webhook: want an http:// or https:// URL`},
 		{base + "    thresold: 2\n", `rules[0].thresold: unknown field (did you mean "threshold"?)`},
 		{base + "  - name: r\n", `rules[1].name: duplicate rule name "r"`},
@@ -76,6 +77,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(rulesYAML))
 	f.Add([]byte("rules: [{name: x, metric: preemptions, labels: {tenant: '*'}, aggregation: total, window: 1h, frequency: 5m, operator: '>', threshold: 3}]"))
 	f.Add([]byte("rules: [{severity: -1, window: 1e9}]"))
+	f.Add([]byte("rules: [{name: u, metric: utilization, of: 'tenant:*', split: true, aggregation: max, window: 5m, frequency: 1m, operator: '>', threshold: 0.9}]"))
+	f.Add([]byte("rules: [{name: u, metric: p95_latency, of: 'selector:team=ml', aggregation: max, window: 5m, frequency: 1m, operator: '>', threshold: 0.3}]"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Load("f.yaml", data)
 		if err != nil {
@@ -98,9 +101,9 @@ func TestEvaluateFireResolve(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	obs := func(at time.Duration, ratio, pending float64) {
 		e.Observe(t0.Add(at), []Sample{
-			{Metric: "gpu_allocation_ratio", Labels: map[string]string{"flavor": "A100-80G", "region": "eastus"}, Value: ratio},
-			{Metric: "gpu_allocation_ratio", Labels: map[string]string{"flavor": "A100-80G", "region": "westus2"}, Value: 1},
-			{Metric: "gpu_allocation_ratio", Labels: map[string]string{"flavor": "A100-80G"}, Value: 1},
+			{Metric: "utilization", Labels: map[string]string{"flavor": "A100-80G"}, Value: ratio},
+			{Metric: "utilization", Labels: map[string]string{"flavor": "H100-80G"}, Value: 1},
+			{Metric: "utilization", Labels: map[string]string{}, Value: 1},
 			{Metric: "pending_gpus", Labels: map[string]string{}, Value: pending},
 		})
 	}
@@ -134,9 +137,9 @@ func TestEvaluateFireResolve(t *testing.T) {
 	p := n[0].Payload
 	es := p.Data.Essentials
 	c := p.Data.AlertContext.Condition
-	if es.MonitorCondition != Fired || es.Severity != "Sev2" || es.AlertRule != "a100-eastus-full" || n[0].Webhook != "http://127.0.0.1:9/hook" ||
+	if es.MonitorCondition != Fired || es.Severity != "Sev2" || es.AlertRule != "a100-full" || n[0].Webhook != "http://127.0.0.1:9/hook" ||
 		c.WindowSize != "PT5M" || c.EvaluationFrequency != "PT1M" || c.AllOf[0].MetricValue != 1 || c.AllOf[0].Operator != "GreaterThanOrEqual" ||
-		c.AllOf[0].TimeAggregation != "Average" || len(c.AllOf[0].Dimensions) != 2 {
+		c.AllOf[0].TimeAggregation != "Average" || len(c.AllOf[0].Dimensions) != 1 || c.AllOf[0].Dimensions[0].Value != "A100-80G" {
 		t.Fatalf("payload %+v", p)
 	}
 	// Stays fired without new notifications while the condition holds.
@@ -191,7 +194,7 @@ webhook: http://127.0.0.1:1/hook
 rules:
   - name: pending-per-tenant
     metric: pending_gpus
-    labels: {tenant: "*"}
+    of: "tenant:*"
     split: true
     aggregation: max
     window: 2m
@@ -251,7 +254,7 @@ rules:
 rules:
   - name: r
     metric: pending_gpus
-    labels: {tenant: contoso}
+    of: tenant:contoso
     split: true
     aggregation: max
     window: 1m

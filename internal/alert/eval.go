@@ -162,10 +162,11 @@ func (e *Evaluator) Observe(now time.Time, samples []Sample) {
 // matches reports whether a series is the rule's: same metric, same
 // label names, each value equal or the rule's "*".
 func matches(r *Rule, s *series) bool {
-	if s.metric != r.Metric || len(s.labels) != len(r.Labels) {
+	dims := r.Dims()
+	if s.metric != r.Metric || len(s.labels) != len(dims) {
 		return false
 	}
-	for k, want := range r.Labels {
+	for k, want := range dims {
 		got, ok := s.labels[k]
 		if !ok || (want != "*" && got != want) {
 			return false
@@ -262,7 +263,7 @@ func (e *Evaluator) Evaluate(now time.Time) []Notification {
 		}
 		v, ok := e.aggregate(r, now)
 		rs.LastEvaluated, rs.LastValue, rs.HasValue = now, v, ok
-		if n, changed := rs.step(&rs.Fired, &rs.FiredAt, r.Labels, v, ok, now); changed {
+		if n, changed := rs.step(&rs.Fired, &rs.FiredAt, r.Dims(), v, ok, now); changed {
 			out = append(out, n)
 		}
 	}

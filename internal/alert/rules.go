@@ -4,6 +4,16 @@
 // webhook payloads of fired and resolved alerts, a simplified form of Azure
 // Monitor's common alert schema.
 //
+// A rule reads one of two kinds of metric:
+//   - a policy metric (utilization, pending_gpus, p95_latency, ...) of a
+//     target (of: cluster, tenant:contoso, flavor:H100-80G, "tenant:*"),
+//     on exactly the metric × target pairs of the one table policies use
+//     (policy.MetricSources): the server samples it as the policy runtime
+//     does, so an alert and a policy on the same metric see the same value;
+//   - a server metric (ServerMetrics: gpus_allocated, preemptions,
+//     schedule_cycle_seconds, ...), which no policy reads, derived from the
+//     server's own Prometheus registry and picked by labels.
+//
 // The evaluator holds no clock: callers pass Now to Observe and Evaluate,
 // so tests drive time; the server supplies the wall clock.
 package alert
@@ -16,21 +26,33 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
 
-// Metrics are the metric names a rule may read, with the label sets each
-// is published with (a rule's labels must be one of them).
-var Metrics = map[string][][]string{
-	"gpu_allocation_ratio":    {{}, {"flavor"}, {"region"}, {"flavor", "region"}},
+// ServerMetrics are the server metrics a rule may read (the metrics of the
+// server's own Prometheus registry that no policy reads), with the label
+// sets each is published with (a rule's labels must be one of them). The
+// GPU utilization and the pending GPUs are policy metrics (utilization,
+// pending_gpus: see policy.MetricSources), read with of:, not here.
+var ServerMetrics = map[string][][]string{
 	"gpus_allocated":          {{}, {"flavor"}, {"region"}, {"flavor", "region"}, {"tenant"}},
 	"gpus_capacity":           {{}, {"flavor"}, {"region"}, {"flavor", "region"}},
-	"pending_gpus":            {{}, {"tenant"}},
 	"pending_workloads":       {{}, {"tenant"}},
 	"preemptions":             {{}, {"tenant"}},
 	"reservation_utilization": {{"tenant", "reservation"}},
 	"schedule_cycle_seconds":  {{}},
 	"plan_conflicts":          {{}},
+}
+
+// Dims are the labels of the samples of a policy metric of target t: none
+// for the cluster, else the kind's name with the target's name ("*" for
+// any), e.g. {tenant: contoso}.
+func Dims(t policy.Target) map[string]string {
+	if t.Kind == policy.TargetCluster {
+		return map[string]string{}
+	}
+	return map[string]string{t.Kind.String(): t.Name}
 }
 
 // Aggregations over a window's samples.
@@ -50,10 +72,14 @@ type File struct {
 
 // Rule is one metric alert rule.
 type Rule struct {
-	Pos         yamlfile.Pos      `json:"-"`
-	Name        string            `yaml:"name" json:"name"`
-	Description string            `yaml:"description" json:"description,omitempty"`
-	Metric      string            `yaml:"metric" json:"metric"`
+	Pos         yamlfile.Pos `json:"-"`
+	Name        string       `yaml:"name" json:"name"`
+	Description string       `yaml:"description" json:"description,omitempty"`
+	Metric      string       `yaml:"metric" json:"metric"`
+	// Of is a policy metric's target (default cluster); "kind:*" reads
+	// every target of the kind.
+	Of string `yaml:"of" json:"of,omitempty"`
+	// Labels pick a server metric's series.
 	Labels      map[string]string `yaml:"labels" json:"labels,omitempty"`
 	Aggregation string            `yaml:"aggregation" json:"aggregation"`
 	Window      time.Duration     `yaml:"window" json:"window"`
@@ -72,6 +98,27 @@ type Rule struct {
 	// alert by dimension values. Without it the rule folds every matching
 	// series into one value.
 	Split bool `yaml:"split" json:"split,omitempty"`
+
+	// policy and target are a policy metric's, set by Load; dims are the
+	// labels of the series the rule reads (Labels for a server metric).
+	policy policy.Metric
+	target policy.Target
+	dims   map[string]string
+}
+
+// Policy returns the policy metric and target the rule reads, and false
+// for a rule on a server metric.
+func (r *Rule) Policy() (policy.Metric, policy.Target, bool) {
+	return r.policy, r.target, r.policy != policy.MetricNone
+}
+
+// Dims are the labels of the series the rule reads, "*" matching any
+// value.
+func (r *Rule) Dims() map[string]string {
+	if r.dims != nil {
+		return r.dims
+	}
+	return r.Labels
 }
 
 // Sev returns the severity (default 3).
@@ -136,12 +183,7 @@ func (f *File) validate(file string) yamlfile.Errors {
 			errs.Add(p, field("name"), "duplicate rule name %q", r.Name)
 		}
 		seen[r.Name] = true
-		sets, ok := Metrics[r.Metric]
-		if !ok {
-			errs.Add(p, field("metric"), "unknown metric %q (known: %s)", r.Metric, strings.Join(sortedMetrics(), ", "))
-		} else if !labelSetOK(sets, r.Labels) {
-			errs.Add(p, field("labels"), "metric %s is published with the labels %s, not %s", r.Metric, describeSets(sets), describeSet(keys(r.Labels)))
-		}
+		r.metric(&errs, p, field)
 		for k, v := range r.Labels {
 			if v == "" {
 				errs.Add(p, field("labels."+k), "empty label value; use \"*\" for any")
@@ -172,11 +214,92 @@ func (f *File) validate(file string) yamlfile.Errors {
 				errs.Add(p, field("webhook"), "%v", err)
 			}
 		}
-		if r.Split && !anyWildcard(r.Labels) {
-			errs.Add(p, field("split"), "split needs a label whose value is \"*\" (it alerts per value of such labels)")
+		if r.Split && !anyWildcard(r.Dims()) {
+			errs.Add(p, field("split"), "split needs a target \"kind:*\" (of a policy metric) or a label whose value is \"*\" (it alerts per value)")
 		}
 	}
 	return errs
+}
+
+// metric checks the rule's metric and what picks its series: a policy
+// metric's target must be one the metric table measures it on; a server
+// metric's labels one of its label sets.
+func (r *Rule) metric(errs *yamlfile.Errors, p yamlfile.Pos, field func(string) string) {
+	if m, err := policy.ParseMetric(r.Metric); err == nil {
+		if len(r.Labels) > 0 {
+			errs.Add(p, field("labels"), "%s is a policy metric: name its target with of: (e.g. of: tenant:contoso), not labels", m)
+		}
+		t, err := parseOf(r.Of)
+		if err != nil {
+			errs.Add(p, field("of"), "%v", err)
+			return
+		}
+		if _, ok := policy.MetricSources[m][t.Kind]; !ok {
+			errs.Add(p, field("of"), "%s is not measured on %s targets: the metric table has it on %s", m, t.Kind, strings.Join(measuredOn(m), ", "))
+			return
+		}
+		r.policy, r.target, r.dims = m, t, Dims(t)
+		return
+	}
+	sets, ok := ServerMetrics[r.Metric]
+	switch {
+	case !ok:
+		errs.Add(p, field("metric"), "unknown metric %q: write a policy metric (%s) with of:, or a server metric (%s) with labels",
+			r.Metric, strings.Join(policyMetrics(), ", "), strings.Join(sortedMetrics(), ", "))
+	case r.Of != "":
+		errs.Add(p, field("of"), "%s is a server metric, which no policy reads: pick its series with labels, not of:", r.Metric)
+	case !labelSetOK(sets, r.Labels):
+		errs.Add(p, field("labels"), "metric %s is published with the labels %s, not %s", r.Metric, describeSets(sets), describeSet(keys(r.Labels)))
+	}
+}
+
+// parseOf parses a policy metric's target: "" is the cluster, "kind:*"
+// every target of the kind, otherwise a target as policies write it, with
+// its kind.
+func parseOf(s string) (policy.Target, error) {
+	if strings.TrimSpace(s) == "" {
+		return policy.Cluster, nil
+	}
+	if kind, name, ok := strings.Cut(s, ":"); ok && name == "*" {
+		if kind == policy.TargetSelector.String() {
+			return policy.Target{}, fmt.Errorf("a selector names its labels; it has no \"*\"")
+		}
+		t, err := policy.ParseTarget(kind + ":x")
+		if err != nil {
+			return policy.Target{}, err
+		}
+		return policy.Target{Kind: t.Kind, Name: "*"}, nil
+	}
+	t, err := policy.ParseTarget(s)
+	if err != nil {
+		return policy.Target{}, err
+	}
+	if t.Kind == policy.TargetUnresolved {
+		return policy.Target{}, fmt.Errorf("write the target's kind, e.g. tenant:%s or service:%s", s, s)
+	}
+	return t, nil
+}
+
+// measuredOn lists the target kinds the metric table has m on.
+func measuredOn(m policy.Metric) []string {
+	var out []string
+	for k := policy.TargetCluster; k <= policy.TargetSelector; k++ {
+		if _, ok := policy.MetricSources[m][k]; ok {
+			out = append(out, k.String())
+		}
+	}
+	return out
+}
+
+// policyMetrics lists the policy metrics the table measures.
+func policyMetrics() []string {
+	var out []string
+	for _, m := range policy.AllMetrics() {
+		if len(policy.MetricSources[m]) > 0 {
+			out = append(out, m.String())
+		}
+	}
+	return out
 }
 
 func anyWildcard(labels map[string]string) bool {
@@ -223,8 +346,8 @@ func describeSets(sets [][]string) string {
 }
 
 func sortedMetrics() []string {
-	out := make([]string, 0, len(Metrics))
-	for m := range Metrics {
+	out := make([]string, 0, len(ServerMetrics))
+	for m := range ServerMetrics {
 		out = append(out, m)
 	}
 	sort.Strings(out)

@@ -10,9 +10,12 @@ type AlertsApply struct {
 
 // AlertRule is one alert rule with its evaluation state.
 type AlertRule struct {
-	Name         string            `json:"name"`
-	Description  string            `json:"description,omitempty"`
-	Metric       string            `json:"metric"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Metric      string `json:"metric"`
+	// Of is a policy metric's target (cluster, tenant:contoso, "tenant:*");
+	// Labels pick a server metric's series.
+	Of           string            `json:"of,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Aggregation  string            `json:"aggregation"`
 	Window       Duration          `json:"window"`

@@ -26,7 +26,9 @@ func alertTable(as api.Alerts) func(tw *tabwriter.Writer) {
 				labels = append(labels, k+"="+v)
 			}
 			metric := a.Metric
-			if len(labels) > 0 {
+			if a.Of != "" { // a policy metric of a target
+				metric += " of " + a.Of
+			} else if len(labels) > 0 {
 				metric += "{" + strings.Join(sortStrings(labels), ",") + "}"
 			}
 			val := "-"

@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -261,4 +262,31 @@ func (ws *Windows) Value(q Query) (float64, bool) {
 		return w.Quantile(quant)
 	}
 	return w.Last()
+}
+
+// Queries returns every metric × target the windows hold samples for, on
+// the pairs MetricSources has (each metric reading a series that has a
+// window), by metric then target: what Value can answer.
+func (ws *Windows) Queries() []Query {
+	var out []Query
+	for k := range ws.series {
+		for _, m := range AllMetrics() {
+			if name, _, _ := m.Series(); name != k.series {
+				continue
+			}
+			if _, ok := MetricSources[m][k.target.Kind]; ok {
+				out = append(out, Query{Metric: m, Target: k.target})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Query) int {
+		if a.Metric != b.Metric {
+			return int(a.Metric) - int(b.Metric)
+		}
+		if a.Target.Kind != b.Target.Kind {
+			return int(a.Target.Kind) - int(b.Target.Kind)
+		}
+		return strings.Compare(a.Target.Name, b.Target.Name)
+	})
+	return out
 }

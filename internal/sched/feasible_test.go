@@ -13,7 +13,8 @@ import (
 // node-feasibility predicate (nodeAdmits, counted by replicasFit). On random worlds, half-filled by
 // a first cycle, with CPU and memory asks up to a whole node's: bestNode
 // and bestNodeIn return a node that fits, or -1 only when no node in the
-// claim's pools fits; fits is replicasFit > 0; and a block pickBlock
+// claim's pools fits; fits is replicasFit > 0 and replicasNow is
+// replicasFit of the node's room now; and a block pickBlock
 // chooses has room for the gang by replicasFit's count.
 func TestOneNodePredicate(t *testing.T) {
 	for seed := uint64(0); seed < 60; seed++ {
@@ -47,8 +48,12 @@ func TestOneNodePredicate(t *testing.T) {
 				for i := range s.nodes {
 					ns := &s.nodes[i]
 					f := s.fits(cl, i)
-					if f != (s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem)) > 0) {
+					n := s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+					if f != (n > 0) {
 						t.Fatalf("%s: fits(%d) disagrees with replicasFit", name, i)
+					}
+					if now := s.replicasNow(cl, i); now != n {
+						t.Fatalf("%s: replicasNow(%d) = %d, replicasFit of its room now %d", name, i, now, n)
 					}
 					anyFits = anyFits || (f && s.inPools(cl, i))
 				}

@@ -147,7 +147,7 @@ func (s *snapshot) newArea(cl *claim, nodes []int) *area {
 		a.free = append(a.free, a.flat[start:len(a.flat):len(a.flat)])
 		a.cpu = append(a.cpu, int64(ns.cpu))
 		a.mem = append(a.mem, int64(ns.mem))
-		n := s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+		n := s.replicasNow(cl, i)
 		a.slots = append(a.slots, n)
 		a.total += n
 	}

@@ -56,6 +56,19 @@ type Blocker struct {
 	// Reservation is the workload's own reservation when it could not
 	// hold the claim (it is full, its nodes down, or no room in its pools).
 	Reservation *ReservationUse `json:"reservation,omitempty"`
+	// Hold is the policy cap holding the workload back (PolicyHeld);
+	// Limit is then the cap, Used what the capped work already holds.
+	Hold *PolicyHold `json:"hold,omitempty"`
+}
+
+// PolicyHold names the policy action whose cap holds a workload back: the
+// action at Index in rule Rule of policy Policy, capping Target (a class,
+// service or selector, as the policy names it).
+type PolicyHold struct {
+	Policy string `json:"policy"`
+	Rule   string `json:"rule"`
+	Index  int    `json:"index"`
+	Target string `json:"target"`
 }
 
 // ReservationUse is a reservation's state as a Blocker reports it.
@@ -125,6 +138,10 @@ func (b Blocker) text() string {
 			msg += fmt.Sprintf("; %v of it reserved", b.Reserved)
 		}
 		return msg
+	case ReasonPolicyHeld:
+		if b.Hold != nil {
+			return fmt.Sprintf("held: %s capped at %v GPUs by policy %s, rule %s", b.Hold.Target, b.Limit, b.Hold.Policy, b.Hold.Rule)
+		}
 	case ReasonLendingLimit:
 		return fmt.Sprintf("tenant %s would borrow %v %s in %s but only %v is lendable (%v free, %v guaranteed to others)",
 			b.Tenant, b.Requested, b.Flavor, b.Region, b.Limit, b.Free, b.Protected)

@@ -287,6 +287,9 @@ type claim struct {
 	// the GPUs per replica.
 	perGPU int32
 	count  int
+	// cpu and mem are a replica's CPU and memory (w's, read once per
+	// claim: the node predicate asks them of every node it looks at).
+	cpu, mem int64
 	// within is true when the claim fits in the tenant's guarantee;
 	// borrow is how much of it lies beyond the guarantee.
 	within bool
@@ -546,7 +549,8 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 }
 
 func (s *snapshot) newClaim(w *workload.Workload, t int, c candidate) *claim {
-	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1}
+	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1,
+		cpu: int64(w.CPU), mem: int64(w.Memory)}
 	if w.GPUs < resource.PerGPU {
 		cl.perGPU, cl.count = int32(w.GPUs), 1
 	} else {
@@ -830,22 +834,42 @@ func pickGPUs(free []int32, milli int32, count int) []int {
 // is counted apart, by slots.
 func (s *snapshot) nodeAdmits(cl *claim, i int, cpu, mem int64) bool {
 	// A node that is down is in no pool (pool -1, see instantiate).
-	return s.nodes[i].pool >= 0 && cpu >= int64(cl.w.CPU) && mem >= int64(cl.w.Memory)
+	return s.nodes[i].pool >= 0 && cpu >= cl.cpu && mem >= cl.mem
 }
 
 // replicasFit is how many replicas of the claim node i can take, given
-// its room: free GPUs, CPU and memory (now, or as a preemption search
-// would leave them). Zero unless nodeAdmits.
+// its room: free GPUs, CPU and memory (as a preemption search would leave
+// them; replicasNow for the room it has now). Zero unless nodeAdmits.
 func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) int {
-	n := slots(free, cl.perGPU, cl.count)
+	return s.admitReplicas(cl, i, slots(free, cl.perGPU, cl.count), cpu, mem)
+}
+
+// replicasNow is replicasFit with node i's room as it is now. Whole GPUs
+// are read from the node's counter (whole) instead of counted GPU by GPU:
+// the block search asks this of every node of every block a gang could
+// use.
+func (s *snapshot) replicasNow(cl *claim, i int) int {
+	ns := &s.nodes[i]
+	var n int
+	if cl.perGPU == resource.PerGPU {
+		n = ns.whole / cl.count
+	} else {
+		n = slots(ns.free, cl.perGPU, cl.count)
+	}
+	return s.admitReplicas(cl, i, n, int64(ns.cpu), int64(ns.mem))
+}
+
+// admitReplicas bounds n, the replicas node i's GPUs could hold, by the
+// node predicate and by its cpu and mem.
+func (s *snapshot) admitReplicas(cl *claim, i, n int, cpu, mem int64) int {
 	if n == 0 || !s.nodeAdmits(cl, i, cpu, mem) {
 		return 0
 	}
-	if cl.w.CPU > 0 {
-		n = min(n, int(cpu/int64(cl.w.CPU)))
+	if cl.cpu > 0 {
+		n = min(n, int(cpu/cl.cpu))
 	}
-	if cl.w.Memory > 0 {
-		n = min(n, int(mem/int64(cl.w.Memory)))
+	if cl.mem > 0 {
+		n = min(n, int(mem/cl.mem))
 	}
 	return n
 }
@@ -979,8 +1003,7 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 			if !s.inPools(cl, i) {
 				continue
 			}
-			ns := &s.nodes[i]
-			total += s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+			total += s.replicasNow(cl, i)
 		}
 		if total >= cl.w.Replicas && total-cl.w.Replicas < bestLeft {
 			best, bestLeft = b, total-cl.w.Replicas

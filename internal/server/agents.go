@@ -208,7 +208,7 @@ func (s *Server) applyHeartbeat(ctx context.Context, id fleet.NodeID, hb api.Hea
 					return err
 				}
 				changed = true
-				return store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventNodeRecovered.String(), Object: store.NodeObject(id), Message: "its agent heartbeats again and runs no stale process"})
+				return store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventNodeRecovered, Object: store.NodeObject(id), Message: "its agent heartbeats again and runs no stale process"})
 			}
 		}
 		return nil
@@ -333,7 +333,7 @@ func (s *Server) watchNodes(ctx context.Context) {
 					return err
 				}
 				msg := fmt.Sprintf("no heartbeat for more than %v (its lease) plus %v (the longest grace period of its replicas)", after, grace)
-				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventNodeLost.String(), Object: store.NodeObject(id), Message: msg}); err != nil {
+				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventNodeLost, Object: store.NodeObject(id), Message: msg}); err != nil {
 					return err
 				}
 				ids = append(ids, id)

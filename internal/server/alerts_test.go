@@ -26,7 +26,7 @@ rules:
   - name: contoso-pending
     description: contoso has work waiting
     metric: pending_gpus
-    labels: {tenant: contoso}
+    of: tenant:contoso
     aggregation: max
     window: 1m
     frequency: 1m
@@ -34,13 +34,13 @@ rules:
     threshold: 0
     severity: 1
   - name: a100-eastus-busy
-    metric: gpu_allocation_ratio
-    labels: {flavor: A100-80G, region: eastus}
+    metric: utilization
+    of: flavor:A100-80G
     aggregation: avg
     window: 1m
     frequency: 1m
     operator: ">="
-    threshold: 0.5
+    threshold: 0.3
     auto_mitigate: false
 `
 	if _, err := h.admin.ApplyAlerts(ctx, api.AlertsApply{File: "alerts.yaml", Source: rules}); err != nil {
@@ -53,7 +53,7 @@ rules:
 	}
 
 	contoso := h.tenant("contoso")
-	// 16 GPUs run on eastus A100 (half of its 32); 64 more wait.
+	// 16 GPUs run on A100 (a third of its 48); 64 more wait.
 	if _, err := contoso.Submit(ctx, "contoso", spec("run", 8, 2)); err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +62,7 @@ rules:
 		t.Fatal(err)
 	}
 	h.s.Cycle(ctx)
+	h.s.TickPolicies(ctx) // the policy metrics' samples (alerts read them as policies do)
 
 	if n := h.s.TickAlerts(ctx); n != 2 {
 		t.Fatalf("delivered %d notifications, want 2", n)
@@ -77,8 +78,8 @@ rules:
 		c.AllOf[0].MetricValue != 64 || c.AllOf[0].MetricName != "pending_gpus" || c.WindowSize != "PT1M" {
 		t.Fatalf("firing payload %+v", p)
 	}
-	if v := fired["a100-eastus-busy"].Data.AlertContext.Condition.AllOf[0].MetricValue; v != 0.5 {
-		t.Fatalf("allocation ratio = %v, want 0.5", v)
+	if v := fired["a100-eastus-busy"].Data.AlertContext.Condition.AllOf[0].MetricValue; v != 16.0/48 {
+		t.Fatalf("A100 utilization = %v, want 1/3", v)
 	}
 	// Not due again within the frequency: nothing new, even if ticked.
 	advance(30 * time.Second)
@@ -99,6 +100,7 @@ rules:
 		t.Fatal(err)
 	}
 	h.s.Cycle(ctx)
+	h.s.TickPolicies(ctx)
 	advance(31 * time.Second)
 	// Due now, but the window (t0+1s, t0+61s] still holds the 64 sampled
 	// at t0+30s: still fired.
@@ -155,7 +157,7 @@ func TestAlertsSplit(t *testing.T) {
 rules:
   - name: waiting
     metric: pending_gpus
-    labels: {tenant: "*"}
+    of: "tenant:*"
     split: true
     aggregation: max
     window: 1m
@@ -179,6 +181,7 @@ rules:
 		t.Fatal(err)
 	}
 	h.s.Cycle(h.ctx)
+	h.s.TickPolicies(h.ctx)
 	if n := h.s.TickAlerts(h.ctx); n != 1 {
 		t.Fatalf("delivered %d, want contoso's firing only", n)
 	}
@@ -189,6 +192,7 @@ rules:
 		t.Fatal(err)
 	}
 	h.s.Cycle(h.ctx)
+	h.s.TickPolicies(h.ctx)
 	advance(time.Minute)
 	if n := h.s.TickAlerts(h.ctx); n != 1 {
 		t.Fatalf("delivered %d, want fabrikam's firing only (contoso's is already fired)", n)
@@ -197,12 +201,18 @@ rules:
 		t.Fatalf("second firing: %+v", p.Data)
 	}
 	as, err := h.admin.Alerts(h.ctx)
-	if err != nil || len(as.Items) != 1 || !as.Items[0].Split || as.Items[0].State != "Fired" || len(as.Items[0].Instances) != 2 {
+	// One instance per tenant the table measures: contoso and fabrikam
+	// fired, their parent customers (nothing waits) OK at 0.
+	if err != nil || len(as.Items) != 1 || !as.Items[0].Split || as.Items[0].State != "Fired" || len(as.Items[0].Instances) != 3 {
 		t.Fatalf("alerts: %+v %v", as, err)
 	}
 	for _, in := range as.Items[0].Instances {
-		if in.State != "Fired" || in.LastValue == nil || *in.LastValue != 64 {
-			t.Errorf("instance %+v", in)
+		want, v := "Fired", 64.0
+		if in.Labels["tenant"] == "customers" {
+			want, v = "OK", 0
+		}
+		if in.State != want || in.LastValue == nil || *in.LastValue != v {
+			t.Errorf("instance %+v, want %s at %v", in, want, v)
 		}
 	}
 }
@@ -219,7 +229,7 @@ func TestAlertsSurviveRestart(t *testing.T) {
 rules:
   - name: waiting
     metric: pending_gpus
-    labels: {tenant: contoso}
+    of: tenant:contoso
     aggregation: max
     window: 1m
     frequency: 1m
@@ -234,6 +244,7 @@ rules:
 		t.Fatal(err)
 	}
 	h.s.Cycle(h.ctx)
+	h.s.TickPolicies(h.ctx)
 	if n := h.s.TickAlerts(h.ctx); n != 1 {
 		t.Fatalf("first server delivered %d, want the firing", n)
 	}
@@ -245,6 +256,7 @@ rules:
 		t.Fatal(err)
 	}
 	s2.Cycle(h.ctx)
+	s2.TickPolicies(h.ctx)
 	advance(time.Minute)
 	if n := s2.TickAlerts(h.ctx); n != 0 {
 		t.Fatalf("restarted server delivered %d while the condition holds, want 0 (already fired)", n)
@@ -256,6 +268,7 @@ rules:
 		t.Fatal(err)
 	}
 	s2.Cycle(h.ctx)
+	s2.TickPolicies(h.ctx)
 	n := 0
 	for i := 0; i < 3; i++ { // the window clears within a few evaluations
 		advance(time.Minute)

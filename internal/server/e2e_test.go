@@ -402,7 +402,7 @@ func TestEndToEnd(t *testing.T) {
 rules:
   - name: tenant-waiting
     metric: pending_gpus
-    labels: {tenant: "*"}
+    of: "tenant:*"
     split: true
     aggregation: max
     window: 5m
@@ -410,7 +410,7 @@ rules:
     operator: ">"
     threshold: 64
 `)
-	if out := mustCLI(t, p, adminToken, "alert", "apply", "-f", alerts); !strings.Contains(out, "tenant-waiting") || !strings.Contains(out, "pending_gpus{tenant=*}") {
+	if out := mustCLI(t, p, adminToken, "alert", "apply", "-f", alerts); !strings.Contains(out, "tenant-waiting") || !strings.Contains(out, "pending_gpus of tenant:*") {
 		t.Fatalf("alert apply:\n%s", out)
 	}
 	if out := mustCLI(t, p, adminToken, "alert", "list", "-o", "json"); !strings.Contains(out, `"split": true`) {

@@ -112,10 +112,7 @@ func (s *Server) effectsOf(tx store.ReadTx, x *store.Workload, acts []policyActi
 		switch {
 		case effects.ClassCapped(a) && effects.Matches(a.Target, w):
 			ef := add(pa, api.EffectCap, fmt.Sprintf("%s at %v GPUs", a.Target, s.policies.capLimit(pa)))
-			// classCaps names the policy and rule in the reason it holds
-			// work back with (and in the eviction it records).
-			by := fmt.Sprintf("by policy %s, rule %s", pa.Policy, pa.Rule)
-			ef.Held = pending != nil && pending.Code == sched.ReasonPolicyHeld && strings.HasSuffix(pending.Reason, by)
+			ef.Held = heldBy(pending, pa)
 		case (a.Type == policy.ActionSetLimit || a.Type == policy.ActionScaleDown) && a.Target.Kind == policy.TargetTenant && a.Target.Name == x.Tenant:
 			v := fmt.Sprintf("limit %v GPUs", a.Limit.Value)
 			if a.Type == policy.ActionScaleDown {
@@ -149,6 +146,21 @@ func (s *Server) effectsOf(tx store.ReadTx, x *store.Workload, acts []policyActi
 		}
 	}
 	return e
+}
+
+// heldBy reports whether pending (a workload's last pending entry, or nil)
+// is held back by the cap of action pa: its blocker names that very action
+// (policy, rule and position), not just the rule.
+func heldBy(pending *sched.Pending, pa policyAction) bool {
+	if pending == nil {
+		return false
+	}
+	for _, b := range pending.Blockers {
+		if h := b.Hold; b.Code == sched.ReasonPolicyHeld && h != nil && h.Policy == pa.Policy && h.Rule == pa.Rule && h.Index == pa.Index {
+			return true
+		}
+	}
+	return false
 }
 
 // lastAction returns the last action in force that match accepts (the one

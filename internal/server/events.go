@@ -12,7 +12,7 @@ import (
 // as a server-sent event stream in sse.go.
 
 func eventOut(e *store.Event) api.Event {
-	return api.Event{Seq: e.Seq, Time: e.Time, Type: e.Type, Object: e.Object, Tenant: e.Tenant, Message: e.Message}
+	return api.Event{Seq: e.Seq, Time: e.Time, Type: e.Type.String(), Object: e.Object, Tenant: e.Tenant, Message: e.Message}
 }
 
 // events answers the events after ?after=SEQ visible to the caller, at

@@ -22,24 +22,6 @@ func badName(field, n string) *api.Error {
 	return apiErr(http.StatusBadRequest, api.CodeInvalid, field, "invalid name %q: %s", n, names.Rule)
 }
 
-func requireAdmin(r *http.Request) error {
-	if !who(r).admin {
-		return errForbidden
-	}
-	return nil
-}
-
-// scope returns the path's tenant when the caller may see it. Another
-// tenant's name answers 404, exactly as a tenant that does not exist.
-func (s *Server) scope(r *http.Request) (string, error) {
-	t := r.PathValue("tenant")
-	p := who(r)
-	if !p.admin && t != p.tenant {
-		return "", notFound("tenant", t)
-	}
-	return t, nil
-}
-
 // tenantExists is checked inside transactions (admin paths may name any).
 func tenantExists(tx store.ReadTx, t string) error {
 	if _, ok := tx.GetRaw(store.KindTenant, t); !ok {

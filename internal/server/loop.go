@@ -309,6 +309,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			s.log.Info("scheduler: plan applied", "base", w.Revision, "placed", res.Placed, "preempted", res.Preempted, "pending", len(plan.Pending))
 		}
 		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending})
+		s.saveSpot(ctx, now, false)
 		observed := in
 		observed.Workloads = all
 		s.metrics.observe(w, observed, plan)

@@ -198,6 +198,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 			resp.Body.Close()
 			calls++
 			st := resp.StatusCode
+			t.Logf("matrix\t%s\t%s\t%d", rl.name, pat, st) // -v: the statuses, to compare across a change
 			switch want := rl.class(pat); want {
 			case allowed:
 				if st == 401 || st == 403 || st >= 500 && st != 503 {

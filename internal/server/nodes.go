@@ -43,7 +43,7 @@ func (s *Server) updateNode(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, n, n.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeUpdated.String(), Object: store.NodeObject(id), Message: fmt.Sprint(what)})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeUpdated, Object: store.NodeObject(id), Message: fmt.Sprint(what)})
 	})
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) error {
 		if err := revokeTokensOf(tx, "", string(id)); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeRemoved.String(), Object: store.NodeObject(id)})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeRemoved, Object: store.NodeObject(id)})
 	})
 	if err != nil {
 		return err
@@ -225,7 +225,7 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, n, store.MustNotExist); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeRegistered.String(), Object: store.NodeObject(req.ID)})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventNodeRegistered, Object: store.NodeObject(req.ID)})
 	})
 	if err != nil {
 		return err

@@ -148,7 +148,7 @@ func (s *Server) setPartition(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, p, store.Any); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventPartitionSet.String(), Object: store.PartitionObject(name), Tenant: p.Tenant,
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventPartitionSet, Object: store.PartitionObject(name), Tenant: p.Tenant,
 			Message: fmt.Sprintf("tenant %s: %d machines", p.Tenant, len(mine))})
 	})
 	if err != nil {
@@ -170,7 +170,7 @@ func (s *Server) deletePartition(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Delete(tx, store.KindPartition, name); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventPartitionDeleted.String(), Object: store.PartitionObject(name), Tenant: p.Tenant})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventPartitionDeleted, Object: store.PartitionObject(name), Tenant: p.Tenant})
 	})
 	if err != nil {
 		return err

@@ -114,7 +114,7 @@ func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaR
 		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 			return false, err
 		}
-		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReplicaStarted.String(), Object: obj, Tenant: x.Tenant,
+		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReplicaStarted, Object: obj, Tenant: x.Tenant,
 			Message: fmt.Sprintf("replica %d started on %s", rep.Replica, id)})
 	case rep.Kind == api.ReportStarted:
 		if idx >= 0 {
@@ -136,7 +136,7 @@ func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaR
 		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 			return false, err
 		}
-		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReplicaStopped.String(), Object: obj, Tenant: x.Tenant, Message: msg})
+		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReplicaStopped, Object: obj, Tenant: x.Tenant, Message: msg})
 	}
 	// Exited on its own.
 	msg := fmt.Sprintf("replica %d on %s exited with code %d", rep.Replica, id, rep.Code)
@@ -144,7 +144,7 @@ func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaR
 		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 			return false, err
 		}
-		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReplicaExited.String(), Object: obj, Tenant: x.Tenant, Message: msg + " (an earlier run)"})
+		return false, store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReplicaExited, Object: obj, Tenant: x.Tenant, Message: msg + " (an earlier run)"})
 	}
 	for _, e := range x.Exits {
 		if e.Replica == rep.Replica && e.StartedAt.Equal(rep.StartedAt) {
@@ -169,11 +169,11 @@ func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaR
 	if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 		return false, err
 	}
-	if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReplicaExited.String(), Object: obj, Tenant: x.Tenant, Message: msg}); err != nil {
+	if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReplicaExited, Object: obj, Tenant: x.Tenant, Message: msg}); err != nil {
 		return false, err
 	}
 	if ended {
-		return true, store.AppendEvent(tx, &store.Event{Time: now, Type: store.WorkloadStateEvent(x.State).String(), Object: obj, Tenant: x.Tenant, Message: msg})
+		return true, store.AppendEvent(tx, &store.Event{Time: now, Type: store.WorkloadStateEvent(x.State), Object: obj, Tenant: x.Tenant, Message: msg})
 	}
 	return false, nil
 }

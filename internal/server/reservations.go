@@ -55,10 +55,7 @@ func reservationOutWith(cat *fleet.Catalog, r *store.Reservation, running []*sto
 }
 
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	pg, err := s.newPage(r)
 	if err != nil {
 		return err
@@ -94,12 +91,9 @@ func findReservation(wd *world, tenant, name string) *store.Reservation {
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	var out api.Reservation
-	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
 		x, err := store.Get[store.Reservation](tx, store.ReservationKey(tenant, r.PathValue("name")))
 		if err != nil {
 			return notFound("reservation", r.PathValue("name"))
@@ -122,10 +116,7 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 // InsufficientCapacity, naming what is available), within the owner's
 // quota limits (409 QuotaExceeded, see admitReservation).
 func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	var req api.ReservationRequest
 	if err := s.decode(w, r, &req); err != nil {
 		return err
@@ -151,7 +142,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 	}
 	var wd *world
 	var res *store.Reservation
-	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		if err := tenantExists(tx, tenant); err != nil {
 			return err
 		}
@@ -183,7 +174,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 		wd.Reservations = append(wd.Reservations, res)
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationCreated.String(), Object: store.ReservationObject(res.Key()), Tenant: tenant,
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationCreated, Object: store.ReservationObject(res.Key()), Tenant: tenant,
 			Message: fmt.Sprintf("%d × %s in %s", res.Count, res.SKU, res.Region)})
 	})
 	if err != nil {
@@ -197,10 +188,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 // resizeReservation shrinks (always succeeds: the machines the owner uses
 // least are released) or grows (all of the extra capacity or nothing).
 func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	name := r.PathValue("name")
 	var req api.Resize
 	if err := s.decode(w, r, &req); err != nil {
@@ -211,7 +199,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 	}
 	var wd *world
 	var res *store.Reservation
-	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		var err error
 		if wd, err = loadWorld(tx, s.cat.Load(), true); err != nil {
 			return err
@@ -242,7 +230,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 		if err := store.Put(tx, res, res.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationResized.String(), Object: store.ReservationObject(res.Key()), Tenant: tenant,
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationResized, Object: store.ReservationObject(res.Key()), Tenant: tenant,
 			Message: fmt.Sprintf("capacity %d -> %d", old, res.Count)})
 	})
 	if err != nil {
@@ -270,12 +258,9 @@ func reservationUse(ws []*store.Workload, tenant, name string) map[fleet.NodeID]
 // deleteReservation fails while live workloads name the reservation (as
 // a cloud refuses to delete a reservation with associated machines).
 func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	name := r.PathValue("name")
-	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		key := store.ReservationKey(tenant, name)
 		if _, ok := tx.GetRaw(store.KindReservation, key); !ok {
 			return notFound("reservation", name)
@@ -292,7 +277,7 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error
 		if err := store.Delete(tx, store.KindReservation, key); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationDeleted.String(), Object: store.ReservationObject(key), Tenant: tenant})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationDeleted, Object: store.ReservationObject(key), Tenant: tenant})
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/store"
@@ -70,6 +71,19 @@ func TestAccessAuthorize(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("%s for %s (tenant %q, node %q) on {tenant}=%q {id}=%q: %d, want %d (%v)", c.rule, c.p.role, c.p.tenant, c.p.node, c.tenant, c.id, got, c.want, err)
+		}
+	}
+}
+
+// TestTenantPathsCheckedByRouter: the handlers take a path's {tenant} as
+// the caller's own without checking it again, so every route naming one
+// must carry a rule under which the router checks it (tenantScoped) or
+// admits the admin only.
+func TestTenantPathsCheckedByRouter(t *testing.T) {
+	s := &Server{}
+	for _, rt := range s.apiRoutes() {
+		if strings.Contains(rt.pattern, "{tenant}") && rt.auth != tenantScoped && rt.auth != adminOnly {
+			t.Errorf("route %s names {tenant} under rule %s: the router would not check the tenant", rt.pattern, rt.auth)
 		}
 	}
 }

@@ -225,6 +225,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err := s.policies.load(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.st.View(ctx, s.spot.load(s)); err != nil {
+		return nil, err
+	}
 	s.alerts = newAlertRunner(s)
 	if o.AlertsSource != nil {
 		err = s.alerts.apply(ctx, o.AlertsFile, string(o.AlertsSource))
@@ -264,6 +267,10 @@ func (s *Server) runLoops(ctx context.Context) {
 	wg.Go(func() { s.pruneLoop(ctx) })
 	wg.Go(func() { s.lastUseLoop(ctx) })
 	s.scheduleLoop(ctx)
+	// The spot markets' last state, however recent the last write.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.saveSpot(sctx, s.now(), true)
 }
 
 // Serve listens on addr and runs everything until ctx ends; addrFile,
@@ -453,7 +460,7 @@ func Seed(ctx context.Context, st store.Store, c *config.Config, now time.Time) 
 			}
 		}
 		if added > 0 {
-			return store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventConfigSeeded.String(), Object: store.ConfigObject, Message: fmt.Sprintf("%d objects added from the config", added)})
+			return store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventConfigSeeded, Object: store.ConfigObject, Message: fmt.Sprintf("%d objects added from the config", added)})
 		}
 		return nil
 	})

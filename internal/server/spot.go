@@ -21,12 +21,19 @@ import (
 // set. It is the simulator's market with the simulator's inputs; what it
 // quotes goes to the scheduler (max_price admission), forces evictions
 // (spot work whose max_price the price passed: the agents get the spot
-// notice), answers GET /v1/spot-prices and is exported in /metrics. A
-// restart starts every market again at its target price.
+// notice), answers GET /v1/spot-prices and is exported in /metrics. Its
+// state survives restarts (spotstate.go).
 type spotMarket struct {
 	mu    sync.Mutex
 	fleet *fleet.Fleet // the fleet m was built for
 	m     *spot.Market
+	// restore is the state saved before a restart, taken up when the
+	// markets are first built.
+	restore *spot.Saved
+	// written is the state last written (or read back), at writtenAt.
+	written     spot.Saved
+	haveWritten bool
+	writtenAt   time.Time
 }
 
 // spotPriceDesc is the /metrics gauge of the spot prices.
@@ -53,7 +60,12 @@ func (sm *spotMarket) input(f *fleet.Fleet, now time.Time, ws []*workload.Worklo
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	if sm.m == nil || sm.fleet != f {
-		sm.m = spot.New(f).Carry(sm.m)
+		m := spot.New(f)
+		if sm.m == nil && sm.restore != nil {
+			m.Restore(*sm.restore)
+			sm.restore = nil
+		}
+		sm.m = m.Carry(sm.m)
 		sm.fleet = f
 	}
 	sm.m.Advance(now, sm.m.Used(f, ws), set)

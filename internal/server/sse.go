@@ -74,7 +74,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int6
 					if err != nil {
 						return false
 					}
-					fmt.Fprintf(&buf, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, sseField(e.Type), b)
+					fmt.Fprintf(&buf, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, sseField(e.Type.String()), b)
 					n++
 					return n < 1000
 				})

@@ -103,12 +103,10 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) error {
-	name, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	name := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	var t *store.Tenant
-	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var err error
 		t, err = store.Get[store.Tenant](tx, name)
 		return err
 	})
@@ -145,7 +143,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, t, store.MustNotExist); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventTenantCreated.String(), Object: store.TenantObject(t.Name), Tenant: t.Name})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventTenantCreated, Object: store.TenantObject(t.Name), Tenant: t.Name})
 	})
 	if err != nil {
 		return err
@@ -181,7 +179,7 @@ func (s *Server) changeTenant(w http.ResponseWriter, r *http.Request, name strin
 		if err := store.Put(tx, t, t.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: kind.String(), Object: store.TenantObject(name), Tenant: name, Message: msg})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: kind, Object: store.TenantObject(name), Tenant: name, Message: msg})
 	})
 	if err != nil {
 		return err
@@ -213,7 +211,7 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Delete(tx, store.KindTenant, name); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventTenantDeleted.String(), Object: store.TenantObject(name)})
+		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventTenantDeleted, Object: store.TenantObject(name)})
 	})
 	if err != nil {
 		return err

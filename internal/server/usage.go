@@ -7,10 +7,7 @@ import (
 // Usage handlers: quota usage per tenant (computed in quota.go).
 
 func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request) error {
-	name, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	name := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	wd, err := s.readWorld(r, true)
 	if err != nil {
 		return err

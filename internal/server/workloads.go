@@ -65,10 +65,7 @@ func fleetProblems(probs []workload.Problem) error {
 }
 
 func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	key, err := parseIdempotencyKey(r.Header)
 	if err != nil {
 		return err
@@ -162,7 +159,7 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
-		return store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: store.EventWorkloadSubmitted.String(), Object: store.WorkloadObject(obj.Key()), Tenant: tenant, ObjectRevision: obj.Meta.Revision})
+		return store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: store.EventWorkloadSubmitted, Object: store.WorkloadObject(obj.Key()), Tenant: tenant, ObjectRevision: obj.Meta.Revision})
 	})
 	if err != nil {
 		return err
@@ -222,10 +219,7 @@ func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefi
 }
 
 func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	return s.listWorkloadsWith(w, r, tenant+"/")
 }
 
@@ -240,13 +234,10 @@ func (s *Server) listAllWorkloads(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) loadWorkload(r *http.Request) (*store.Workload, error) {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return nil, err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	name := r.PathValue("name")
 	var x *store.Workload
-	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var err error
 		x, err = store.Get[store.Workload](tx, store.WorkloadKey(tenant, name))
 		return err
@@ -277,13 +268,10 @@ func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) cancelWorkload(w http.ResponseWriter, r *http.Request) error {
-	tenant, err := s.scope(r)
-	if err != nil {
-		return err
-	}
+	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	name := r.PathValue("name")
 	var x *store.Workload
-	err = s.st.Update(r.Context(), func(tx store.WriteTx) error {
+	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		var err error
 		if x, err = store.Get[store.Workload](tx, store.WorkloadKey(tenant, name)); err != nil {
 			return notFound("workload", name)
@@ -295,7 +283,7 @@ func (s *Server) cancelWorkload(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 			return err
 		}
-		return store.AppendEvent(tx, &store.Event{Time: x.EndedAt, Type: store.EventWorkloadCancelled.String(), Object: store.WorkloadObject(x.Key()), Tenant: tenant})
+		return store.AppendEvent(tx, &store.Event{Time: x.EndedAt, Type: store.EventWorkloadCancelled, Object: store.WorkloadObject(x.Key()), Tenant: tenant})
 	})
 	if err != nil {
 		return err

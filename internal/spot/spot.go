@@ -308,3 +308,82 @@ func (m *Market) Evictions(f *fleet.Fleet, ws []*workload.Workload) []Eviction {
 	}
 	return out
 }
+
+// Saved is the state of the markets that a restart must not lose: each
+// market's moving average and the utilization of its last step, and the
+// time of that step. Without it every market would start again at its
+// target price.
+type Saved struct {
+	Last    time.Time     `json:"last"`
+	Markets []SavedMarket `json:"markets"`
+}
+
+// SavedMarket is one market's saved state.
+type SavedMarket struct {
+	Model  fleet.ModelID `json:"model"`
+	Region string        `json:"region"`
+	// Price is the market's moving average, USD per GPU-hour (a price a
+	// policy set is not saved: the policy sets it again).
+	Price       float64 `json:"price"`
+	Utilization float64 `json:"utilization"`
+}
+
+// Save returns the markets' state, and false before the first step.
+func (m *Market) Save() (Saved, bool) {
+	if !m.started {
+		return Saved{}, false
+	}
+	s := Saved{Last: m.last, Markets: make([]SavedMarket, 0, len(m.keys))}
+	for i, k := range m.keys {
+		if m.primed[i] {
+			s.Markets = append(s.Markets, SavedMarket{Model: k.Model, Region: k.Region, Price: m.smooth[i], Utilization: m.util[i]})
+		}
+	}
+	return s, true
+}
+
+// Restore takes up the state s (from Save, before a restart) for the
+// markets m has, and returns m. Saved markets m lacks are ignored, and so
+// are invalid values (a price that is negative or not finite, a
+// utilization outside 0..1); a market without a valid saved state starts
+// at its target at the next step. The next Advance steps on from s.Last.
+func (m *Market) Restore(s Saved) *Market {
+	if s.Last.IsZero() {
+		return m
+	}
+	n := 0
+	for _, sm := range s.Markets {
+		i, ok := m.index[Key{Model: sm.Model, Region: sm.Region}]
+		if !ok || m.primed[i] || !validPrice(sm.Price) || !(sm.Utilization >= 0 && sm.Utilization <= 1) {
+			continue
+		}
+		m.smooth[i], m.primed[i], m.util[i] = sm.Price, true, sm.Utilization
+		q := Quote{Key: m.keys[i], PerGPUHour: sm.Price, Utilization: sm.Utilization}
+		if m.sku[i] != nil && m.sku[i].GPUs > 0 {
+			q.Catalog = m.catalog[i].Spot / float64(m.sku[i].GPUs)
+		}
+		m.quotes[i] = q
+		n++
+	}
+	if n > 0 {
+		m.started, m.last = true, s.Last
+	}
+	return m
+}
+
+func validPrice(p float64) bool { return p >= 0 && !math.IsInf(p, 0) && !math.IsNaN(p) }
+
+// Changed reports whether a differs from b by more than tol in any
+// market's price or utilization, or in which markets it holds.
+func (a Saved) Changed(b Saved, tol float64) bool {
+	if len(a.Markets) != len(b.Markets) {
+		return true
+	}
+	for i, x := range a.Markets {
+		y := b.Markets[i]
+		if x.Model != y.Model || x.Region != y.Region || math.Abs(x.Price-y.Price) > tol || math.Abs(x.Utilization-y.Utilization) > tol {
+			return true
+		}
+	}
+	return false
+}

@@ -164,3 +164,58 @@ func TestUsedAndCarry(t *testing.T) {
 		t.Fatalf("carried market steps to %v, the original to %v", c.Price(hi), m.Price(hi))
 	}
 }
+
+// TestSaveRestoreContinues: a market restored from Save steps on exactly
+// as the one that kept running (bit-identical quotes), instead of
+// starting again at its target; invalid or unknown saved markets are
+// ignored.
+func TestSaveRestoreContinues(t *testing.T) {
+	f := testFleet(t)
+	run := New(f)
+	if _, ok := run.Save(); ok {
+		t.Fatal("Save before the first step")
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	full := run.Used(f, nil)
+	for i := range full {
+		full[i] = run.cap[i]
+	}
+	run.Advance(t0, make([]int64, len(full)), nil)
+	for m := 1; m <= 30; m++ {
+		run.Advance(t0.Add(time.Duration(m)*Step), full, nil)
+	}
+	saved, ok := run.Save()
+	if !ok || len(saved.Markets) != len(run.Keys()) {
+		t.Fatalf("Save: %+v %v", saved, ok)
+	}
+	bad := saved
+	bad.Markets = append(append([]SavedMarket(nil), saved.Markets...),
+		SavedMarket{Model: "nope", Region: "x", Price: 1}, SavedMarket{Model: saved.Markets[0].Model, Region: saved.Markets[0].Region, Price: math.NaN()})
+	back := New(f).Restore(bad)
+	for i := range run.Quotes() {
+		if back.Quotes()[i] != run.Quotes()[i] {
+			t.Fatalf("restored quote %+v, want %+v", back.Quotes()[i], run.Quotes()[i])
+		}
+	}
+	fresh := New(f)
+	for m := 31; m <= 40; m++ {
+		now := t0.Add(time.Duration(m) * Step)
+		run.Advance(now, full, nil)
+		back.Advance(now, full, nil)
+		fresh.Advance(now, full, nil)
+	}
+	for i := range run.Quotes() {
+		if back.Quotes()[i] != run.Quotes()[i] {
+			t.Errorf("after 10 steps: restored %+v, kept running %+v", back.Quotes()[i], run.Quotes()[i])
+		}
+		if fresh.Quotes()[i].PerGPUHour == run.Quotes()[i].PerGPUHour {
+			t.Errorf("a fresh market quotes what the running one does: the test shows nothing")
+		}
+	}
+	if New(f).Restore(Saved{Markets: saved.Markets}).started {
+		t.Error("a state without a time restored")
+	}
+	if got := New(f).Restore(Saved{Last: t0, Markets: []SavedMarket{{Model: saved.Markets[0].Model, Region: saved.Markets[0].Region, Price: 2, Utilization: 1.5}}}); got.started {
+		t.Error("a utilization above 1 restored")
+	}
+}

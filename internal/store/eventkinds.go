@@ -59,7 +59,7 @@ func WorkloadStateEvent(s State) EventKind { return EventKind("Workload" + strin
 func AlertEvent(condition string) EventKind { return EventKind("Alert" + condition) }
 
 // Is reports whether e is of kind k.
-func (e *Event) Is(k EventKind) bool { return e.Type == string(k) }
+func (e *Event) Is(k EventKind) bool { return e.Type == k }
 
 // Event objects that are no stored object.
 const (

@@ -1,6 +1,11 @@
 package store
 
-import "testing"
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
 
 // TestEventKindWire: event kinds keep the strings clients and the event
 // log already hold (api.Event.Type, SSE's event: field).
@@ -54,5 +59,31 @@ func TestParseObject(t *testing.T) {
 	}
 	if WorkloadObject("acme/j") != "workloads/acme/j" || NodeObject("n1") != "nodes/n1" || AlertObject("r") != "alerts/r" {
 		t.Error("object strings changed")
+	}
+}
+
+// TestEventTypeIsKind: Event.Type is an EventKind, so a writer hands it
+// a kind (no .String(), no hand-built string) and a reader compares kinds,
+// while the stored JSON keeps the plain string. It does not compile where
+// the field is a string.
+func TestEventTypeIsKind(t *testing.T) {
+	var kind EventKind = EventWorkloadPlaced
+	e := Event{Seq: 7, Type: kind, Object: WorkloadObject("acme/j")}
+	b, err := json.Marshal(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"type":"WorkloadPlaced"`) {
+		t.Fatalf("JSON changed: %s", b)
+	}
+	var back Event
+	if err := json.Unmarshal([]byte(`{"seq":7,"type":"WorkloadFailed","object":"workloads/acme/j"}`), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Type != WorkloadStateEvent(StateFailed) || !back.Is(WorkloadStateEvent(StateFailed)) {
+		t.Fatalf("decoded type %q", back.Type)
+	}
+	if got := reflect.TypeOf(Event{}.Type); got != reflect.TypeOf(kind) {
+		t.Fatalf("Event.Type is %v, want EventKind", got)
 	}
 }

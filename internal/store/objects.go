@@ -253,7 +253,7 @@ type Event struct {
 	Meta   Meta      `json:"meta"`
 	Seq    int64     `json:"seq"`
 	Time   time.Time `json:"time"`
-	Type   string    `json:"type"`   // e.g. WorkloadSubmitted, WorkloadPlaced
+	Type   EventKind `json:"type"`   // e.g. EventWorkloadSubmitted, EventWorkloadPlaced
 	Object string    `json:"object"` // kind/key
 	// Tenant is the tenant the event concerns; "" for admin-only events.
 	Tenant  string `json:"tenant,omitempty"`

@@ -85,7 +85,7 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 			return res, err
 		}
 		msg := fmt.Sprintf("preempted: %s", p.Reason)
-		if err := AppendEvent(tx, &Event{Time: now, Type: EventWorkloadPreempted.String(), Object: WorkloadObject(w.Key()), Tenant: w.Tenant, Message: msg}); err != nil {
+		if err := AppendEvent(tx, &Event{Time: now, Type: EventWorkloadPreempted, Object: WorkloadObject(w.Key()), Tenant: w.Tenant, Message: msg}); err != nil {
 			return res, err
 		}
 		res.Preempted++
@@ -101,7 +101,7 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 			return res, err
 		}
 		msg := fmt.Sprintf("placed on %d node(s), %s in %s", len(ps), a.Flavor, a.Region)
-		if err := AppendEvent(tx, &Event{Time: now, Type: EventWorkloadPlaced.String(), Object: WorkloadObject(w.Key()), Tenant: w.Tenant, Message: msg}); err != nil {
+		if err := AppendEvent(tx, &Event{Time: now, Type: EventWorkloadPlaced, Object: WorkloadObject(w.Key()), Tenant: w.Tenant, Message: msg}); err != nil {
 			return res, err
 		}
 		res.Placed++

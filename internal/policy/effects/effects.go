@@ -144,6 +144,9 @@ type Cap struct {
 	Target policy.Target
 	Limit  resource.MilliGPU
 	Why    string
+	// Hold names the action the cap comes from, for the blockers of the
+	// work it holds back.
+	Hold sched.PolicyHold
 }
 
 // Any reports whether any effect is in force.
@@ -209,7 +212,8 @@ func (st *State) Compute(w World, active []Active) *Effects {
 				limit = resource.MilliGPU(float64(base) * act.MinCapacity.Value)
 			}
 			e.Limits = append(e.Limits, Cap{Target: act.Target, Limit: limit,
-				Why: fmt.Sprintf("%s capped at %v GPUs by policy %s, rule %s", act.Target, limit, a.Policy, a.Rule)})
+				Why:  fmt.Sprintf("%s capped at %v GPUs by policy %s, rule %s", act.Target, limit, a.Policy, a.Rule),
+				Hold: sched.PolicyHold{Policy: a.Policy, Rule: a.Rule, Index: a.Index, Target: act.Target.String()}})
 		case policy.ActionDrain:
 			for _, n := range w.Nodes {
 				if nodeIn(act.Target, n) && !slices.Contains(e.Drained, n.ID) {
@@ -376,12 +380,14 @@ func (e *Effects) Caps(ws []*workload.Workload) ([]*workload.Workload, map[workl
 		return ws, nil, nil
 	}
 	evict := map[workload.ID]string{}
-	heldBack := map[workload.ID]string{}
-	for _, c := range e.Limits {
+	heldBack := map[workload.ID]*sched.Blocker{}
+	for i := range e.Limits {
+		c := &e.Limits[i]
+		hold := c.Hold // the blockers' own copy
 		var used resource.MilliGPU
 		var running, pending []*workload.Workload
 		for _, w := range ws {
-			if !Matches(c.Target, w) || heldBack[w.Name] != "" {
+			if !Matches(c.Target, w) || heldBack[w.Name] != nil {
 				continue
 			}
 			if w.Running == nil {
@@ -412,14 +418,16 @@ func (e *Effects) Caps(ws []*workload.Workload) ([]*workload.Workload, map[workl
 				used = used.Add(w.TotalGPUs())
 				continue
 			}
-			heldBack[w.Name] = "held: " + c.Why
+			heldBack[w.Name] = &sched.Blocker{Code: sched.ReasonPolicyHeld, Requested: w.TotalGPUs(), Used: used, Limit: c.Limit, Hold: &hold}
 		}
 	}
 	var out []*workload.Workload
 	var pend []sched.Pending
 	for _, w := range ws {
-		if why := heldBack[w.Name]; why != "" {
-			pend = append(pend, sched.Pending{Workload: w.Name, Code: sched.ReasonPolicyHeld, Reason: why})
+		if b := heldBack[w.Name]; b != nil {
+			p := sched.Pending{Workload: w.Name, Code: sched.ReasonPolicyHeld, Blockers: []sched.Blocker{*b}}
+			p.Render()
+			pend = append(pend, p)
 			continue
 		}
 		out = append(out, w)
