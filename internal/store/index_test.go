@@ -8,8 +8,9 @@ import (
 
 // TestLiveCount: the per-tenant count of live workloads follows every
 // write path (submit, place, cancel, delete) without a scan.
-func TestLiveCount(t *testing.T) {
-	st, _ := open(t)
+func TestLiveCount(t *testing.T) { forEachStore(t, tLiveCount) }
+
+func tLiveCount(t *testing.T, st testStore, _ func() testStore) {
 	live := func(tenant string) int64 {
 		var n int64
 		st.View(ctx, func(tx ReadTx) error { n = LiveWorkloads(tx, tenant); return nil })

@@ -37,8 +37,9 @@ func job(tenant, name string) *Workload {
 	}}
 }
 
-func TestPutGetListDelete(t *testing.T) {
-	st, _ := open(t)
+func TestPutGetListDelete(t *testing.T) { forEachStore(t, tPutGetListDelete) }
+
+func tPutGetListDelete(t *testing.T, st testStore, _ func() testStore) {
 	err := st.Update(ctx, func(tx WriteTx) error {
 		for _, n := range []string{"b", "a", "c"} {
 			if err := Put(tx, job("contoso", n), MustNotExist); err != nil {
@@ -96,8 +97,9 @@ func TestPutGetListDelete(t *testing.T) {
 	}
 }
 
-func TestPutExpectations(t *testing.T) {
-	st, _ := open(t)
+func TestPutExpectations(t *testing.T) { forEachStore(t, tPutExpectations) }
+
+func tPutExpectations(t *testing.T, st testStore, _ func() testStore) {
 	put := func(w *Workload, expect int64) error {
 		return st.Update(ctx, func(tx WriteTx) error { return Put(tx, w, expect) })
 	}
@@ -143,17 +145,13 @@ func TestPutExpectations(t *testing.T) {
 	})
 }
 
-func TestDurableAcrossReopen(t *testing.T) {
-	st, path := open(t)
+func TestDurableAcrossReopen(t *testing.T) { forEachStore(t, testDurableAcrossReopen) }
+
+func testDurableAcrossReopen(t *testing.T, st testStore, reopen func() testStore) {
 	if err := st.Update(ctx, func(tx WriteTx) error { return Put(tx, job("contoso", "j"), MustNotExist) }); err != nil {
 		t.Fatal(err)
 	}
-	st.Close()
-	st2, err := OpenBolt(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2 := reopen()
 	st2.View(ctx, func(tx ReadTx) error {
 		if _, err := Get[Workload](tx, "contoso/j"); err != nil {
 			t.Error(err)
@@ -165,8 +163,9 @@ func TestDurableAcrossReopen(t *testing.T) {
 	})
 }
 
-func TestBatchConcurrentWriters(t *testing.T) {
-	st, _ := open(t)
+func TestBatchConcurrentWriters(t *testing.T) { forEachStore(t, tBatchConcurrentWriters) }
+
+func tBatchConcurrentWriters(t *testing.T, st testStore, _ func() testStore) {
 	const n = 200
 	// The failing writer below conflicts with this object, not with one the
 	// others write: were it one of theirs, whichever came second would fail.
@@ -222,8 +221,9 @@ func TestBatchConcurrentWriters(t *testing.T) {
 // TestBatchFailingWriters: in a group, a writer that fails after writing
 // and one that panics get their own errors and leave nothing behind; the
 // rest of the group commits.
-func TestBatchFailingWriters(t *testing.T) {
-	st, _ := open(t)
+func TestBatchFailingWriters(t *testing.T) { forEachStore(t, tBatchFailingWriters) }
+
+func tBatchFailingWriters(t *testing.T, st testStore, _ func() testStore) {
 	var mu sync.Mutex
 	var seen []CommitStats
 	st.ObserveCommits(func(c CommitStats) { mu.Lock(); seen = append(seen, c); mu.Unlock() })
@@ -283,8 +283,9 @@ func TestBatchFailingWriters(t *testing.T) {
 	}
 }
 
-func TestScanAfter(t *testing.T) {
-	st, _ := open(t)
+func TestScanAfter(t *testing.T) { forEachStore(t, tScanAfter) }
+
+func tScanAfter(t *testing.T, st testStore, _ func() testStore) {
 	st.Update(ctx, func(tx WriteTx) error {
 		for i := 0; i < 5; i++ {
 			if err := AppendEvent(tx, &Event{Type: "x"}); err != nil {
@@ -305,9 +306,15 @@ func TestScanAfter(t *testing.T) {
 }
 
 func TestApplyPlan(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { testApplyPlan(t, b) })
+	}
+}
+
+func testApplyPlan(t *testing.T, b backend) {
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	setup := func(t *testing.T) (*BoltStore, int64) {
-		st, _ := open(t)
+	setup := func(t *testing.T) (testStore, int64) {
+		st, _ := b.open(t)
 		var base int64
 		st.Update(ctx, func(tx WriteTx) error {
 			Put(tx, &Tenant{Name: "contoso"}, MustNotExist)
@@ -326,7 +333,7 @@ func TestApplyPlan(t *testing.T) {
 		Preemptions: []sched.Preemption{{Workload: "contoso/r", By: "contoso/a", Reason: "reclaim"}},
 		Placements:  []sched.Placement{{Workload: "contoso/a", Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}, Milli: 1000, Flavor: "A100-80G", Region: "eastus"}},
 	}
-	apply := func(st *BoltStore, base int64) (Applied, error) {
+	apply := func(st testStore, base int64) (Applied, error) {
 		var res Applied
 		err := st.Update(ctx, func(tx WriteTx) error {
 			var err error
