@@ -679,6 +679,10 @@ func clearBucket(ctx context.Context, st Store, k Kind, chunk int) error {
 			}
 			return nil
 		})
+		if isTooLarge(err) && chunk > 1 {
+			chunk /= 2
+			continue
+		}
 		if err != nil || n == 0 {
 			return err
 		}
@@ -722,22 +726,38 @@ func (w *chunkWriter) flush() error {
 		}
 		w.finish = fin
 	}
-	err := w.st.Update(w.ctx, func(tx WriteTx) error {
-		for _, r := range w.recs {
-			if err := tx.PutRaw(r.Bucket, r.Key, r.Value); err != nil {
-				return fmt.Errorf("%s %q: %w", r.Bucket, r.Key, err)
-			}
-		}
-		if w.finish {
-			return tx.DeleteRaw(KindMeta, restoringKey)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := w.commit(w.recs, w.finish); err != nil {
 		return err
 	}
 	w.recs, w.bytes = w.recs[:0], 0
 	return nil
+}
+
+// commit writes recs in one transaction (and removes the marker when
+// finish). A transaction the store refuses as too large (an etcd cluster
+// with a lower --max-txn-ops or --max-request-bytes than the chunk
+// bounds) is split in halves, and later chunks are made as small.
+func (w *chunkWriter) commit(recs []snapRecord, finish bool) error {
+	err := w.st.Update(w.ctx, func(tx WriteTx) error {
+		for _, r := range recs {
+			if err := tx.PutRaw(r.Bucket, r.Key, r.Value); err != nil {
+				return fmt.Errorf("%s %q: %w", r.Bucket, r.Key, err)
+			}
+		}
+		if finish {
+			return tx.DeleteRaw(KindMeta, restoringKey)
+		}
+		return nil
+	})
+	if isTooLarge(err) && len(recs) > 1 {
+		half := len(recs) / 2
+		w.o.ChunkKeys = max(half, 1)
+		if err := w.commit(recs[:half], false); err != nil {
+			return err
+		}
+		return w.commit(recs[half:], finish)
+	}
+	return err
 }
 
 // Copy copies every key of from into to (migration between stores, of

@@ -438,3 +438,40 @@ func (t memTx) DeleteRaw(k Kind, key string) error {
 	delete(t.m.b[k], key)
 	return nil
 }
+
+// opLimit refuses, as etcd does past --max-txn-ops, a transaction of more
+// than max writes.
+type opLimit struct {
+	Store
+	max int
+}
+
+func (s *opLimit) Update(ctx context.Context, fn func(WriteTx) error) error {
+	return s.Store.Update(ctx, func(tx WriteTx) error {
+		c := &countTx{WriteTx: tx}
+		if err := fn(c); err != nil {
+			return err
+		}
+		if c.keys > s.max {
+			return errors.New("etcdserver: too many operations in txn request")
+		}
+		return nil
+	})
+}
+
+// TestRestoreSplitsTooLargeChunks: a store that refuses the default chunk
+// as too large still gets the whole snapshot, in smaller transactions.
+func TestRestoreSplitsTooLargeChunks(t *testing.T) {
+	src := newMemStore()
+	populate(t, src)
+	snap := save(t, src)
+	dst := newMemStore()
+	// Not empty, so that Force's deletes are split too.
+	populate(t, dst)
+	if _, err := RestoreWith(ctx, &opLimit{Store: dst, max: 3}, bytes.NewReader(snap), RestoreOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dump(t, dst), dump(t, src); !reflect.DeepEqual(got, want) {
+		t.Error("restore split into small transactions differs")
+	}
+}
