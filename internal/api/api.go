@@ -31,7 +31,29 @@ const (
 	CodeRateLimited     = "TooManyRequests"      // 429
 	CodeInternal        = "Internal"             // 500
 	CodeUnavailable     = "Unavailable"          // 503
+	CodeNotLeader       = "NotLeader"            // 307: a follower sends the request to the leader
+	CodeNoLeader        = "NoLeader"             // 503: no replica leads yet
 )
+
+// LeaderHeader names the leader's URL on a follower's answers.
+const LeaderHeader = "X-Arbiter-Leader"
+
+// ClusterInfo is GET /v1/cluster: the replicas sharing the store and the
+// one that leads. A server without a cluster (one process on bbolt)
+// answers one replica, the leader, with empty URLs.
+type ClusterInfo struct {
+	// Self is the URL of the replica that answered.
+	Self string `json:"self"`
+	// Leader is the leader's URL ("" while none is known).
+	Leader   string           `json:"leader"`
+	Replicas []ClusterReplica `json:"replicas"`
+}
+
+// ClusterReplica is one arbiter serve process of a cluster.
+type ClusterReplica struct {
+	URL    string `json:"url"`
+	Leader bool   `json:"leader"`
+}
 
 // Error is the body of every error answer.
 type Error struct {

@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/arbiterhq/arbiter/internal/alert"
+	"github.com/arbiterhq/arbiter/internal/cluster"
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/sched"
@@ -37,6 +40,8 @@ type serveFlags struct {
 	eventHistory                                                 int64
 	maxGrace                                                     time.Duration
 	maxGraceClass                                                []string
+	etcdEndpoints, advertise, etcdPrefix                         string
+	electionTTL                                                  time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -59,7 +64,15 @@ Tenants, node agents and metrics scrapers get their own tokens with
 described at /v1/openapi.json; health is at /healthz and /readyz. Metrics
 are at /metrics for the admin token or a metrics token; --metrics-listen
 also serves them, alone and without a token, on an address of their own
-(a private interface for the scraper).`,
+(a private interface for the scraper).
+
+High availability: with --etcd-endpoints the state lives in etcd instead
+of DIR/arbiter.db, and several "arbiter serve" processes, each with its own
+--advertise URL, share it. One leads (runs the scheduler, policies, alerts
+and node leases; its writes are fenced on its leadership); the others answer
+reads from their copy of the store and send other requests to the leader
+with a 307 (GET /v1/cluster lists them; /readyz says whether this one can
+serve). Every replica needs the same admin token. See docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -91,6 +104,10 @@ also serves them, alone and without a token, on an address of their own
 	fl.DurationVar(&f.maxGrace, "max-grace", server.DefaultMaxGrace, "longest grace_period a workload may ask for (SIGTERM to SIGKILL when it is stopped); longer submissions are refused")
 	fl.StringArrayVar(&f.maxGraceClass, "max-grace-class", nil, "CLASS=DURATION: the --max-grace of one priority class instead, e.g. spot=30s (repeatable)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.etcdEndpoints, "etcd-endpoints", envOr("ARBITER_ETCD_ENDPOINTS", ""), "URL[,URL...] of an etcd cluster to keep the state in, shared with other replicas, instead of DIR/arbiter.db (env ARBITER_ETCD_ENDPOINTS)")
+	fl.StringVar(&f.advertise, "advertise", "", "with --etcd-endpoints: the URL clients and other replicas reach this replica at (default http://LISTEN)")
+	fl.StringVar(&f.etcdPrefix, "etcd-prefix", "/arbiter/", "with --etcd-endpoints: prefix of every key (one prefix per arbiter cluster)")
+	fl.DurationVar(&f.electionTTL, "election-ttl", 2*time.Second, "with --etcd-endpoints: how long a leader that stopped answering keeps the leadership (etcd lease TTL, whole seconds)")
 	return cmd
 }
 
@@ -171,13 +188,16 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 		log.Info("admin token", "file", path)
 	}
-	st, err := store.OpenBolt(filepath.Join(f.data, "arbiter.db"), &store.BoltOptions{MaxBatchDelay: f.batchDelay, MinBatchSize: f.batchMin})
+	st, member, err := openServeStore(ctx, f, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if member != nil {
+		defer member.Close()
+	}
 	if cfg != nil {
-		n, err := server.Seed(ctx, st, cfg, time.Now())
+		n, err := server.Seed(store.Unfenced(ctx), st, cfg, time.Now())
 		if err != nil {
 			return err
 		}
@@ -191,12 +211,12 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	s, err := server.New(ctx, server.Options{Limits: limits, Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
-		MaxGrace: f.maxGrace, MaxGraceClass: graceClass, Scheduling: scheduling})
+		MaxGrace: f.maxGrace, MaxGraceClass: graceClass, Scheduling: scheduling, Cluster: clusterOf(member)})
 	if err != nil {
 		return err
 	}
 	for _, p := range pols {
-		if err := s.ApplyPolicy(ctx, p.name, p.file, string(p.data)); err != nil {
+		if err := s.ApplyPolicy(store.Unfenced(ctx), p.name, p.file, string(p.data)); err != nil {
 			return fmt.Errorf("serve: --policy %s: %w", p.file, err)
 		}
 	}
@@ -207,4 +227,66 @@ func runServe(ctx context.Context, f serveFlags) error {
 func policyName(path string) string {
 	base := filepath.Base(path)
 	return base[:len(base)-len(filepath.Ext(base))]
+}
+
+// openServeStore opens the store serve runs on: DIR/arbiter.db, or with
+// --etcd-endpoints the etcd store, fenced on this replica's leadership.
+func openServeStore(ctx context.Context, f serveFlags, log *slog.Logger) (store.Store, *cluster.Member, error) {
+	if f.etcdEndpoints == "" {
+		st, err := store.OpenBolt(filepath.Join(f.data, "arbiter.db"), &store.BoltOptions{MaxBatchDelay: f.batchDelay, MinBatchSize: f.batchMin})
+		return st, nil, err
+	}
+	eps := splitList(f.etcdEndpoints)
+	advertise := f.advertise
+	if advertise == "" {
+		advertise = "http://" + f.listen
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Context: ctx})
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: --etcd-endpoints: %w", err)
+	}
+	member, err := cluster.Join(ctx, cli, cluster.Options{Prefix: f.etcdPrefix, Advertise: advertise, TTL: f.electionTTL, Logger: log})
+	if err != nil {
+		cli.Close()
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	st, err := store.OpenEtcd(ctx, store.EtcdOptions{Client: cli, Prefix: f.etcdPrefix, Fence: member.Fence})
+	if err != nil {
+		member.Close()
+		cli.Close()
+		return nil, nil, err
+	}
+	log.Info("store", "etcd", eps, "prefix", f.etcdPrefix, "advertise", advertise)
+	return &closingStore{EtcdStore: st, cli: cli}, member, nil
+}
+
+// closingStore closes the etcd client the store and the member share.
+type closingStore struct {
+	*store.EtcdStore
+	cli *clientv3.Client
+}
+
+func (c *closingStore) Close() error {
+	err := c.EtcdStore.Close()
+	c.cli.Close()
+	return err
+}
+
+// clusterOf is member as the server's Cluster (nil without one).
+func clusterOf(m *cluster.Member) server.Cluster {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -181,6 +181,9 @@ func (s *Server) route(mux *http.ServeMux, rt apiRoute) {
 			s.metrics.requests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
 			s.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}()
+		if s.toLeader(rec, r, route) {
+			return
+		}
 		p, ok := s.admit(rec, r)
 		if !ok {
 			return
@@ -207,8 +210,8 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !s.ready.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: "the scheduler loop has not started"})
+		if ok, why := s.readiness(r.Context()); !ok {
+			writeJSON(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: why})
 			return
 		}
 		err := s.st.View(r.Context(), func(tx store.ReadTx) error { return nil })
@@ -216,7 +219,8 @@ func (s *Server) routes() http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, &api.Error{Code: api.CodeUnavailable, Message: "the store does not answer"})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		_, why := s.readiness(r.Context())
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "role": why})
 	})
 	mux.Handle("GET /metrics", s.guard(metricsScrape, s.MetricsHandler()))
 	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {

@@ -68,6 +68,7 @@ func TestIsolation(t *testing.T) {
 	)
 	expect := map[string]want{
 		"GET /v1/whoami":                                    ownOnly,
+		"GET /v1/cluster":                                   ownOnly,
 		"GET /v1/regions":                                   ownOnly,
 		"GET /v1/skus":                                      ownOnly,
 		"GET /v1/spot-prices":                               ownOnly,

@@ -146,6 +146,7 @@ func (s *Server) apiRoutes() []apiRoute {
 	return []apiRoute{
 		// who am I
 		{"GET /v1/whoami", anyAuthenticated, routeDoc{summary: "Who the token acts for", resp: api.WhoAmI{}}, s.whoami},
+		{"GET /v1/cluster", catalogRead, routeDoc{summary: "The replicas sharing the store and which one leads (a follower answers reads from its copy of the store and sends other requests to the leader with a 307)", resp: api.ClusterInfo{}}, s.getCluster},
 
 		// fleet
 		{"GET /v1/regions", tenantScoped, routeDoc{summary: "List the fleet's regions", resp: api.List[api.Region]{}, query: pageQuery}, s.listRegions},

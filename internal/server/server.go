@@ -93,6 +93,10 @@ type Options struct {
 	// overflow_before_preempt), as the simulator and `arbiter schedule`
 	// use them. An unknown scorer is refused (ErrUnknownScorer).
 	Scheduling sched.Options
+	// Cluster, when set, makes this server one replica of several over a
+	// shared (etcd) store: it runs the leader's loops only while it leads
+	// and, as a follower, sends writes to the leader (ha.go).
+	Cluster Cluster
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a
@@ -105,6 +109,8 @@ type Server struct {
 	cat   atomic.Pointer[fleet.Catalog]
 	kick  chan struct{}
 	ready atomic.Bool
+	// lagging: this follower's copy of the store is behind (ha.go).
+	lagging atomic.Bool
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every commit
@@ -197,7 +203,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		s.metrics.watchCommits(co)
 	}
 	var cat *fleet.Catalog
-	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+	// These writes set what every replica needs; they are made whether
+	// this replica leads or not (store.Unfenced), each in one serializable
+	// transaction.
+	err := s.st.Update(store.Unfenced(ctx), func(tx store.WriteTx) error {
 		var err error
 		if cat, err = loadCatalog(tx); err != nil {
 			return err
@@ -237,6 +246,15 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Run runs the scheduler loop and the policy timer until ctx ends.
 func (s *Server) Run(ctx context.Context) {
+	if s.opts.Cluster != nil {
+		s.runCluster(ctx)
+		return
+	}
+	s.runLoops(ctx)
+}
+
+// runLoops runs the leader's loops until ctx ends.
+func (s *Server) runLoops(ctx context.Context) {
 	s.ready.Store(true)
 	s.log.Info("scheduler", "scorer", scorerName(s.opts.Scheduling), "disable_preemption", s.opts.Scheduling.DisablePreemption, "overflow_before_preempt", s.opts.Scheduling.OverflowBeforePreempt)
 	var wg sync.WaitGroup

@@ -384,8 +384,20 @@ func (s *EtcdStore) Update(ctx context.Context, fn func(WriteTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.commit(ctx, true, fn)
+	return s.commit(ctx, !isUnfenced(ctx), fn)
 }
+
+type unfencedKey struct{}
+
+// Unfenced marks a write that any replica may make, leader or not (the
+// settings every replica sets at start): it is still one serializable
+// transaction, but the fence is not asked. Stores without a fence
+// ignore it.
+func Unfenced(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unfencedKey{}, true)
+}
+
+func isUnfenced(ctx context.Context) bool { v, _ := ctx.Value(unfencedKey{}).(bool); return v }
 
 // commit runs fn on a clone of the mirror and commits its writes; fenced
 // says whether the fence applies.

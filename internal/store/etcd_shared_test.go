@@ -2,14 +2,17 @@ package store
 
 import (
 	"os"
-	"strings"
 	"testing"
+
+	"github.com/arbiterhq/arbiter/internal/etcdtest"
 )
 
-func sharedEtcd(t *testing.T) []string {
-	eps := os.Getenv("ARBITER_TEST_ETCD")
-	if eps == "" {
-		t.Skip("no etcd")
-	}
-	return strings.Split(eps, ",")
+func TestMain(m *testing.M) {
+	code := m.Run()
+	etcdtest.StopShared()
+	os.Exit(code)
 }
+
+// sharedEtcd is the endpoints of the package's etcd cluster (a real one,
+// started once; each test keeps to a prefix of its own).
+func sharedEtcd(t *testing.T) []string { return etcdtest.Shared(t).Endpoints() }
