@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/arbiterhq/arbiter/internal/store"
 )
@@ -154,18 +155,49 @@ func openSpec(ctx context.Context, s storeSpec, create bool) (store.Store, error
 		}
 		st, err := store.OpenBolt(s.path, &store.BoltOptions{Timeout: boltLockWait})
 		if errors.Is(err, bolt.ErrTimeout) {
-			return nil, fmt.Errorf("%s is in use (an arbiter serving it holds its lock): stop it first", s.path)
+			return nil, fmt.Errorf("%w: %s is locked by the arbiter serving it: stop it first", ErrStoreInUse, s.path)
 		}
 		return st, err
 	case "etcd":
-		st, err := store.OpenEtcd(ctx, store.EtcdOptions{Endpoints: s.endpoints, Prefix: s.prefix})
-		if err != nil {
-			return nil, fmt.Errorf("etcd %s: %w", strings.Join(s.endpoints, ","), err)
-		}
-		return st, nil
+		return openAdminEtcd(ctx, s)
 	}
 	return nil, fmt.Errorf("unknown store kind %q", s.kind)
 }
+
+// openAdminEtcd opens an etcd store that no arbiter serves: replicas
+// register under PREFIX replicas/ with a lease (internal/cluster), so a
+// key there is a live arbiter (or one killed less than its election TTL
+// ago).
+func openAdminEtcd(ctx context.Context, s storeSpec) (store.Store, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: s.endpoints, DialTimeout: 5 * time.Second, Context: ctx})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(s.endpoints, ","), err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	resp, err := cli.Get(gctx, s.prefix+"replicas/", clientv3.WithPrefix(), clientv3.WithLimit(10))
+	cancel()
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(s.endpoints, ","), err)
+	}
+	if len(resp.Kvs) > 0 {
+		cli.Close()
+		var urls []string
+		for _, kv := range resp.Kvs {
+			urls = append(urls, string(kv.Value))
+		}
+		return nil, fmt.Errorf("%w: arbiters serve etcd prefix %s (%s): stop them first", ErrStoreInUse, s.prefix, strings.Join(urls, ", "))
+	}
+	st, err := store.OpenEtcd(ctx, store.EtcdOptions{Client: cli, Prefix: s.prefix})
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcd %s: %w", strings.Join(s.endpoints, ","), err)
+	}
+	return &closingStore{EtcdStore: st, cli: cli}, nil
+}
+
+// ErrStoreInUse: an arbiter serves the store.
+var ErrStoreInUse = errors.New("the store is in use")
 
 // storeFlags are --data or --etcd-endpoints (with --etcd-prefix).
 type storeFlags struct {
@@ -199,9 +231,11 @@ func (f *storeFlags) spec() (storeSpec, error) {
 	return storeSpec{}, errors.New("pass --data DIR (bbolt) or --etcd-endpoints URLS (etcd)")
 }
 
-const storeWarning = `The store must not be in use: a bbolt file that a server holds is refused
-(its lock tells), but on etcd nothing tells: stop every arbiter serving
-the prefix first.`
+const storeWarning = `The store must not be in use: stop every arbiter serving it first. A bbolt
+file a server holds is refused (its lock tells), and so is an etcd prefix
+with replicas registered (an arbiter killed without a clean stop stays
+registered for its --election-ttl). Nothing stops an arbiter from starting
+on the store while the command runs: keep them stopped until it is done.`
 
 func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -142,6 +142,13 @@ func getAnswers(t *testing.T, path string) map[string]string {
 	t.Helper()
 	st := openBoltT(t, path)
 	defer st.Close()
+	return storeAnswers(t, st)
+}
+
+// storeAnswers opens a server on st and records its answers to GETs of
+// every kind of object.
+func storeAnswers(t *testing.T, st store.Store) map[string]string {
+	t.Helper()
 	h := newSnapServer(t, st).Handler()
 	out := map[string]string{}
 	for _, p := range []string{"/v1/tenants", "/v1/nodes?limit=1000", "/v1/workloads", "/v1/tokens", "/v1/events?after=0&limit=1000",
