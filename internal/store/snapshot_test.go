@@ -475,3 +475,33 @@ func TestRestoreSplitsTooLargeChunks(t *testing.T) {
 		t.Error("restore split into small transactions differs")
 	}
 }
+
+// TestSnapshotConformance: on every backend, a snapshot restores into a
+// fresh store of it byte for byte, a full one is refused, and a cut
+// stream leaves a marked half-done restore.
+func TestSnapshotConformance(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			src, _ := b.open(t)
+			populate(t, src)
+			snap := save(t, src)
+			dst, _ := b.open(t)
+			if _, err := RestoreWith(ctx, dst, bytes.NewReader(snap), RestoreOptions{ChunkKeys: 5}); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := dump(t, dst), dump(t, src); !reflect.DeepEqual(got, want) {
+				t.Errorf("restored store differs:\n got %v\nwant %v", got, want)
+			}
+			if err := Restore(ctx, dst, bytes.NewReader(snap)); !errors.Is(err, ErrNotEmpty) {
+				t.Errorf("restore into a full store: %v", err)
+			}
+			cut := snap[:len(snap)*3/4]
+			if _, err := RestoreWith(ctx, dst, bytes.NewReader(cut), RestoreOptions{Force: true, ChunkKeys: 5}); !errors.Is(err, ErrRestoreIncomplete) {
+				t.Errorf("forced restore of a cut stream: %v", err)
+			}
+			if err := Save(ctx, dst, io.Discard); !errors.Is(err, ErrRestoreIncomplete) {
+				t.Errorf("save of a half-restored store: %v", err)
+			}
+		})
+	}
+}
