@@ -26,6 +26,8 @@ import (
 
 // Options configure an agent.
 type Options struct {
+	// Server is the server's URL, or several replicas' URLs separated by
+	// commas (the client follows the leader among them).
 	Server, Token string
 	NodeID        string
 	Region, Zone  string

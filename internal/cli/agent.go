@@ -22,7 +22,7 @@ func newAgentCmd() *cobra.Command {
 	var stopOnExit bool
 	var tokenFile string
 	cmd := &cobra.Command{
-		Use:   "agent --server URL --token-file FILE [--run-as USER] [--region R --zone Z --block B --sku SKU] [--gpus auto|fake:8xA100-80G]",
+		Use:   "agent --server URL[,URL...] --token-file FILE [--run-as USER] [--region R --zone Z --block B --sku SKU] [--gpus auto|fake:8xA100-80G]",
 		Short: "Run the node agent: register this machine, report its GPUs, run the work assigned to it",
 		Long: `Runs the node agent. It registers the node (admin token), reports its GPUs
 with every heartbeat and runs the replicas the server assigns to it, each
@@ -46,6 +46,10 @@ has renewed it in time, say in a network partition, a watchdog process
 ("arbiter agent fence") stops the replicas (SIGTERM, grace, SIGKILL) before
 the server may requeue them elsewhere, even when the agent itself is
 stopped.
+
+--server may list several replicas of the server, separated by commas:
+the agent's heartbeats follow the leader among them (a follower's redirect,
+a replica that is down or has no leader: the next one).
 
 --gpus auto reads the GPUs through NVML (binaries built with -tags nvml);
 --gpus fake:8xA100-80G pretends, for demos and tests.`,
@@ -82,7 +86,7 @@ stopped.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.Server, "server", "", "server URL (env ARBITER_SERVER, default http://127.0.0.1:7070)")
+	fl.StringVar(&o.Server, "server", "", "server URL, or several replicas' URLs separated by commas: heartbeats follow the leader (env ARBITER_SERVER, default http://127.0.0.1:7070)")
 	fl.StringVar(&o.Token, "token", "", "the node's token (visible to other users in ps: prefer --token-file; env ARBITER_TOKEN)")
 	fl.StringVar(&tokenFile, "token-file", "", "file holding the node's token (`arbiter node token create NODE`) (env ARBITER_TOKEN_FILE)")
 	fl.StringVar(&o.RunAs, "run-as", "", "user (name or uid) replicas run as (default: the agent's user)")

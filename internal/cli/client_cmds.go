@@ -29,7 +29,7 @@ type conn struct {
 
 func (c *conn) bind(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&c.server, "server", "", "server URL (env ARBITER_SERVER, default http://127.0.0.1:7070)")
+	f.StringVar(&c.server, "server", "", "server URL, or several replicas' URLs separated by commas: the client follows the leader and retries idempotent calls on the next (env ARBITER_SERVER, default http://127.0.0.1:7070)")
 	f.StringVar(&c.token, "token", "", "bearer token (visible to other users in ps: prefer --token-file; env ARBITER_TOKEN)")
 	f.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (env ARBITER_TOKEN_FILE)")
 	f.StringVar(&c.tenant, "tenant", "", "tenant to act on (env ARBITER_TENANT; default: the token's tenant)")

@@ -2,11 +2,8 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 )
@@ -25,27 +22,12 @@ func (c *Client) Logs(ctx context.Context, tenant, name string, replica int, tai
 	if tail > 0 {
 		path += "&tail=" + strconv.FormatInt(tail, 10)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	ans, err := c.send(ctx, &request{method: http.MethodGet, path: path})
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
+	if ans.resp.StatusCode >= 300 { // a redirect send did not follow is an error too
+		return nil, apiError(ans.resp.StatusCode, ans.data)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 400 {
-		ae := &api.Error{}
-		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
-			ae = &api.Error{Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(data))}
-		}
-		ae.Status = resp.StatusCode
-		return nil, ae
-	}
-	return data, nil
+	return ans.data, nil
 }

@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 )
@@ -29,31 +30,73 @@ func (c *Client) ApplyAlerts(ctx context.Context, a api.AlertsApply) (api.Alerts
 // on, calling fn for each event, until ctx ends, the server closes the
 // stream or fn returns an error (which StreamEvents returns). It returns
 // the sequence number of the last event seen, to resume from.
+//
+// With several servers a stream that breaks or ends (its replica died or
+// stepped down) is opened again on the next server from the last event
+// seen, after a jittered backoff; StreamEvents then returns only when ctx
+// ends, fn fails, a server refuses the stream (an *api.Error: 401, 410 ...)
+// or no server gave a stream back for the failover budget.
 func (c *Client) StreamEvents(ctx context.Context, after int64, fn func(api.Event) error) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/events"+query("after", strconv.FormatInt(after, 10)), nil)
+	if len(c.servers) == 1 {
+		after, err := c.streamOnce(ctx, after, fn)
+		var fe *callbackError
+		if errors.As(err, &fe) {
+			return after, fe.err
+		}
+		return after, err
+	}
+	start, fails := time.Now(), 0
+	for {
+		before := after
+		var err error
+		after, err = c.streamOnce(ctx, after, fn)
+		var ae *api.Error
+		var fe *callbackError
+		switch {
+		case ctx.Err() != nil:
+			return after, ctx.Err()
+		case errors.As(err, &fe):
+			return after, fe.err
+		case errors.As(err, &ae), errors.Is(err, ErrRedirectRefused), errors.Is(err, ErrTooManyRedirects):
+			return after, err
+		}
+		if after > before {
+			start, fails = time.Now(), 0 // it made progress: a fresh budget
+		}
+		if time.Since(start) >= c.failover {
+			if err == nil {
+				err = fmt.Errorf("client: the event stream kept ending for %s", c.failover)
+			}
+			return after, err
+		}
+		fails++
+		idx := c.cur.Load()
+		c.cur.CompareAndSwap(idx, (idx+1)%int32(len(c.servers)))
+		if err := sleepCtx(ctx, backoff(fails)); err != nil {
+			return after, err
+		}
+	}
+}
+
+// callbackError carries fn's error out of streamOnce.
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+func (e *callbackError) Unwrap() error { return e.err }
+
+// streamOnce reads one stream from the current server (send picks it and
+// fails over while connecting) until it ends.
+func (c *Client) streamOnce(ctx context.Context, after int64, fn func(api.Event) error) (int64, error) {
+	ans, err := c.send(ctx, &request{method: "GET", path: "/v1/events" + query("after", strconv.FormatInt(after, 10)),
+		header: http.Header{"Accept": {"text/event-stream"}}, stream: true})
 	if err != nil {
 		return after, err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	hc := *c.hc
-	hc.Timeout = 0 // a stream lasts as long as ctx
-	resp, err := hc.Do(req)
-	if err != nil {
-		return after, err
+	resp := ans.resp
+	if resp.StatusCode >= 300 { // a redirect send did not follow is an error too
+		return after, apiError(resp.StatusCode, ans.data)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 400 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		ae := &api.Error{}
-		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
-			ae = &api.Error{Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(data))}
-		}
-		ae.Status = resp.StatusCode
-		return after, ae
-	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		return after, fmt.Errorf("client: the server answered %q, not an event stream", ct)
 	}
@@ -74,7 +117,7 @@ func (c *Client) StreamEvents(ctx context.Context, after int64, fn func(api.Even
 			data.Reset()
 			after = max(after, e.Seq)
 			if err := fn(e); err != nil {
-				return after, err
+				return after, &callbackError{err}
 			}
 		case strings.HasPrefix(line, "data:"):
 			if data.Len() > 0 {

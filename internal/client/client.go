@@ -11,79 +11,72 @@
 package client
 
 import (
-	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 )
 
-// Client talks to one server with one token.
+// Client talks to one control plane (one server, or the replicas of one,
+// see failover.go) with one token.
 type Client struct {
-	base  string
-	token string
-	hc    *http.Client
+	servers  []server
+	cur      atomic.Int32 // index of the current server
+	token    string
+	hc       *http.Client
+	failover time.Duration
 }
 
-// New returns a client of the server at base (e.g. http://127.0.0.1:7070).
+// New returns a client of the server at base (e.g. http://127.0.0.1:7070),
+// or of several replicas: base may list URLs separated by commas
+// (http://a:7070,http://b:7070); the client follows the leader among them.
 func New(base, token string) *Client {
-	base = strings.TrimRight(base, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
-	return &Client{base: base, token: token, hc: &http.Client{Transport: tr, Timeout: 90 * time.Second}}
+	hc := &http.Client{Transport: tr, Timeout: 90 * time.Second,
+		// Redirects are followed by send, to configured servers only.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &Client{servers: parseServers(base), token: token, hc: hc, failover: defaultFailover}
 }
 
 // Do sends one request: in (when not nil) as the JSON body, the answer
 // decoded into out (when not nil).
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	return c.do(ctx, &request{method: method, path: path}, in, out)
+}
+
+// do sends rq with in as its JSON body and decodes the answer into out.
+func (c *Client) do(ctx context.Context, rq *request, in, out any) error {
+	if rq.header == nil {
+		rq.header = http.Header{}
+	}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		rq.body = b
+		rq.header.Set("Content-Type", "application/json")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	ans, err := c.send(ctx, rq)
 	if err != nil {
 		return err
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if ans.resp.StatusCode >= 300 { // a redirect send did not follow is an error too
+		return apiError(ans.resp.StatusCode, ans.data)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 400 {
-		ae := &api.Error{}
-		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
-			ae = &api.Error{Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(data))}
-		}
-		ae.Status = resp.StatusCode
-		return ae
-	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("client: decoding the answer of %s %s: %w", method, path, err)
+	if out != nil && len(ans.data) > 0 {
+		if err := json.Unmarshal(ans.data, out); err != nil {
+			return fmt.Errorf("client: decoding the answer of %s %s: %w", rq.method, rq.path, err)
 		}
 	}
 	return nil
@@ -297,16 +290,37 @@ func (c *Client) Workload(ctx context.Context, tenant, name string) (api.Workloa
 	return out, c.Do(ctx, "GET", tpath(tenant, "workloads", esc(name)), nil, &out)
 }
 
-// Submit submits a workload; it is durable when this returns nil.
+// Submit submits a workload; it is durable when this returns nil. It
+// carries a new random Idempotency-Key, the same on every retry, so that
+// a submission retried on another server (or after a lost answer) creates
+// one workload.
 func (c *Client) Submit(ctx context.Context, tenant string, s api.WorkloadSpec) (api.Workload, error) {
+	return c.SubmitWithKey(ctx, tenant, NewIdempotencyKey(), s)
+}
+
+// SubmitWithKey is Submit with the caller's idempotency key (a caller that
+// retries across its own restarts keeps the key); "" sends none.
+func (c *Client) SubmitWithKey(ctx context.Context, tenant, key string, s api.WorkloadSpec) (api.Workload, error) {
 	var out api.Workload
-	return out, c.Do(ctx, "POST", tpath(tenant, "workloads"), s, &out)
+	rq := &request{method: "POST", path: tpath(tenant, "workloads"), header: http.Header{}}
+	if key != "" {
+		rq.header.Set(api.HeaderIdempotencyKey, key)
+	}
+	return out, c.do(ctx, rq, s, &out)
+}
+
+// NewIdempotencyKey returns a random 128-bit key in hex.
+func NewIdempotencyKey() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // Cancel cancels a workload (a no-op when it already ended).
 func (c *Client) Cancel(ctx context.Context, tenant, name string) (api.Workload, error) {
 	var out api.Workload
-	return out, c.Do(ctx, "POST", tpath(tenant, "workloads", esc(name), "cancel"), nil, &out)
+	// Cancelling twice is a no-op on the server: the call may be re-sent.
+	return out, c.do(ctx, &request{method: "POST", path: tpath(tenant, "workloads", esc(name), "cancel"), repeatable: true}, nil, &out)
 }
 
 // Why says why a workload is where it is.

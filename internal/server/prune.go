@@ -64,17 +64,23 @@ func checkPruned(tx store.ReadTx, after int64) error {
 }
 
 // pruneLoop prunes every pruneEvery until ctx ends.
+// Idempotency keys past their 24 hours are pruned on the same beat.
 func (s *Server) pruneLoop(ctx context.Context) {
-	if s.opts.EventRetention <= 0 && s.opts.EventHistory <= 0 {
-		return
-	}
+	events := s.opts.EventRetention > 0 || s.opts.EventHistory > 0
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
 	for {
-		if n, err := s.PruneEvents(ctx); err != nil && ctx.Err() == nil {
+		if !events {
+			// no event retention: the log is kept whole
+		} else if n, err := s.PruneEvents(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("pruning events", "err", err)
 		} else if n > 0 {
 			s.log.Info("pruned events", "deleted", n)
+		}
+		if n, err := s.PruneIdempotencyKeys(ctx, s.now()); err != nil && ctx.Err() == nil {
+			s.log.Error("pruning idempotency keys", "err", err)
+		} else if n > 0 {
+			s.log.Info("pruned idempotency keys", "deleted", n)
 		}
 		select {
 		case <-ctx.Done():

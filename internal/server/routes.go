@@ -185,7 +185,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		// workloads
 		{"GET /v1/workloads", tenantScoped, routeDoc{summary: "List workloads (the admin sees all tenants')", resp: api.List[api.Workload]{}, query: []string{"state", "limit", "continue"}}, s.listAllWorkloads},
 		{"GET /v1/tenants/{tenant}/workloads", tenantScoped, routeDoc{summary: "List a tenant's workloads", resp: api.List[api.Workload]{}, query: []string{"state", "limit", "continue"}}, s.listWorkloads},
-		{"POST /v1/tenants/{tenant}/workloads", tenantScoped, routeDoc{summary: "Submit a workload (durable when answered)", req: api.WorkloadSpec{}, resp: api.Workload{}, status: 201}, s.submitWorkload},
+		{"POST /v1/tenants/{tenant}/workloads", tenantScoped, routeDoc{summary: "Submit a workload (durable when answered). With an Idempotency-Key header (at most 128 of A-Z a-z 0-9 . _ : ~ -) a retry with the same key and body answers the first workload (Idempotent-Replayed: true) and creates nothing; the same key with another body is a 422. Keys are per tenant, kept 24 h", req: api.WorkloadSpec{}, resp: api.Workload{}, status: 201}, s.submitWorkload},
 		{"GET /v1/tenants/{tenant}/workloads/{name}", tenantScoped, routeDoc{summary: "Show a workload", resp: api.Workload{}}, s.getWorkload},
 		{"POST /v1/tenants/{tenant}/workloads/{name}/cancel", tenantScoped, routeDoc{summary: "Cancel a workload", resp: api.Workload{}}, s.cancelWorkload},
 		{"GET /v1/tenants/{tenant}/workloads/{name}/why", tenantScoped, routeDoc{summary: "Why a workload is pending (structured reason)", resp: api.Why{}}, s.whyWorkload},

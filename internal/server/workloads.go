@@ -69,9 +69,34 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	key, err := parseIdempotencyKey(r.Header)
+	if err != nil {
+		return err
+	}
 	var req api.WorkloadSpec
 	if err := s.decode(w, r, &req); err != nil {
 		return err
+	}
+	// A retried submission is answered before anything is checked again:
+	// the fleet or the limits may have changed since the first.
+	var claim *idemClaim
+	if key != "" {
+		fp, err := submitFingerprint(&req)
+		if err != nil {
+			return err
+		}
+		claim = &idemClaim{tenant: tenant, key: key, fingerprint: fp}
+		var replay *store.Workload
+		if err := s.st.View(r.Context(), func(tx store.ReadTx) error {
+			replay, err = claim.replayOf(tx, s.now())
+			return err
+		}); err != nil {
+			return err
+		}
+		if replay != nil {
+			writeReplay(w, replay)
+			return nil
+		}
 	}
 	if req.Tenant != "" && req.Tenant != tenant {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "tenant", "tenant %q differs from the tenant in the path; leave it out", req.Tenant)
@@ -109,7 +134,15 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 	// the object handed to the live cache equals the stored one.
 	obj := &store.Workload{Tenant: tenant, Spec: spec, State: store.StatePending, SubmittedAt: s.now().UTC().Round(0), Command: commandIn(req.Command)}
 	size := storedSize(obj)
+	var replay *store.Workload
 	err = s.st.Batch(r.Context(), func(tx store.WriteTx) error {
+		replay = nil
+		if claim != nil { // a concurrent retry may have committed since
+			var err error
+			if replay, err = claim.replayOf(tx, obj.SubmittedAt); err != nil || replay != nil {
+				return err
+			}
+		}
 		if err := checkSubmitPriority(tx, tenant, spec.Priority); err != nil {
 			return err
 		}
@@ -124,10 +157,19 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 		if err := store.Put(tx, obj, store.MustNotExist); err != nil {
 			return err
 		}
+		if claim != nil {
+			if err := claim.keep(tx, obj, obj.SubmittedAt); err != nil {
+				return err
+			}
+		}
 		return store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: store.EventWorkloadSubmitted.String(), Object: store.WorkloadObject(obj.Key()), Tenant: tenant, ObjectRevision: obj.Meta.Revision})
 	})
 	if err != nil {
 		return err
+	}
+	if replay != nil {
+		writeReplay(w, replay)
+		return nil
 	}
 	s.live.offer(obj)
 	s.metrics.submissions.Inc()

@@ -22,7 +22,8 @@ var ErrNotLeader = errors.New("store: not the leader")
 
 // EtcdStore is a Store on etcd v3. Every bucket of the bbolt layout is a
 // key range under the prefix (PREFIX b/KIND/KEY), and one more key,
-// PREFIX commit, is written by every transaction.
+// PREFIX commit, is written by every transaction (its value: the fence
+// key the transaction was conditioned on, "" for none).
 //
 // The store keeps the whole range in memory, as copy-on-write B-trees,
 // fed by a watch: View runs on an immutable snapshot of that mirror and
@@ -536,7 +537,10 @@ func (s *EtcdStore) send(ctx context.Context, base *mirror, tx *etcdTx, fenced b
 			ops = append(ops, clientv3.OpPut(full, string(op.val)))
 		}
 	}
-	ops = append(ops, clientv3.OpPut(s.commitKey(), ""))
+	// The commit key names the fence the write was made under: its
+	// history says which leader made every commit (the HA test reads it
+	// to show that no deposed leader wrote).
+	ops = append(ops, clientv3.OpPut(s.commitKey(), fenceKey))
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	resp, err := s.cli.Txn(cctx).If(cmps...).Then(ops...).Commit()

@@ -211,7 +211,10 @@ func rebuildIndexes(tx WriteTx) error {
 		err = e.index(tx, len(data))
 		return err == nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return rebuildIdempotencyCounts(tx)
 }
 
 // DisownEvents makes every event of a tenant admin-only: its Tenant field

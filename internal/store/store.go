@@ -43,7 +43,7 @@ const KindMeta Kind = "meta"
 
 // Kinds lists every kind, in a fixed order.
 var Kinds = []Kind{KindTenant, KindNode, KindReservation, KindWorkload, KindPolicy, KindFiring, KindToken, KindEvent, KindSetting, KindPartition,
-	KindEventIndex, KindLiveIndex, KindCount}
+	KindEventIndex, KindLiveIndex, KindCount, KindIdempotency, KindIdempotencyExpiry}
 
 func (k Kind) String() string { return string(k) }
 

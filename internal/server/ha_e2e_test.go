@@ -1,0 +1,452 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+		"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/etcdtest"
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/store"
+)
+
+// The HA tests run real `arbiter serve` replicas on a real 3-member etcd
+// cluster, kill and pause them (and etcd's raft leader) under concurrent
+// submissions, and then check the final state: every acknowledged write
+// is there, nothing is allocated twice or over capacity or limit, and no
+// commit was made by a deposed leader (every commit names the election
+// key it was fenced on; once a newer key has committed, an older one
+// never commits again).
+
+const haFleet = `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 4}]
+tenants:
+  - name: acme
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 8, limit: 20}
+  - name: bravo
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 8, limit: 20}
+`
+
+const haPrefix = "/arbiter-ha/"
+
+// replica is one arbiter serve process of the cluster under test.
+type replica struct {
+	t        *testing.T
+	url      string
+	port     int
+	data     string
+	args     []string
+	cmd      *exec.Cmd
+	log      *syncBuffer
+	done     chan error
+	stopped  bool
+	restarts int
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ps []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ps = append(ps, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ps
+}
+
+func (r *replica) start() {
+	r.t.Helper()
+	cmd := exec.Command(arbiterBin(r.t), append([]string{"serve", "--data", r.data, "--listen", fmt.Sprintf("127.0.0.1:%d", r.port), "--advertise", r.url}, r.args...)...)
+	cmd.Env = append(os.Environ(), "ARBITER_ADMIN_TOKEN="+adminToken)
+	r.log = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = r.log, r.log
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.cmd, r.done, r.stopped = cmd, make(chan error, 1), false
+	go func(done chan error) { done <- cmd.Wait() }(r.done)
+}
+
+func (r *replica) alive() bool { return r.cmd != nil && r.cmd.ProcessState == nil && !r.exited() }
+
+func (r *replica) exited() bool {
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *replica) kill() {
+	if r.cmd != nil && !r.exited() {
+		r.cmd.Process.Signal(syscall.SIGCONT)
+		r.cmd.Process.Signal(syscall.SIGKILL)
+		<-r.done
+		r.done <- nil
+	}
+}
+
+// role asks /readyz what the replica is: "leader", "follower", or "" when
+// it cannot serve.
+func (r *replica) role() string {
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	resp, err := hc.Get(r.url + "/readyz")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var body map[string]string
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&body) != nil {
+		return ""
+	}
+	return body["role"]
+}
+
+func startHA(t *testing.T, n int, etcdEndpoints []string, cfg string) []*replica {
+	t.Helper()
+	ports := freePorts(t, n)
+	var rs []*replica
+	for i := range n {
+		r := &replica{t: t, port: ports[i], url: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), data: filepath.Join(t.TempDir(), fmt.Sprint("r", i)),
+			args: []string{"--etcd-endpoints", strings.Join(etcdEndpoints, ","), "--etcd-prefix", haPrefix, "--election-ttl", "1s",
+				"--config", cfg, "--interval", "200ms", "--rate-limit", "-1", "--rate-limit-per-source", "-1", "--log-level", "warn"}}
+		r.start()
+		t.Cleanup(r.kill)
+		rs = append(rs, r)
+	}
+	waitFor(t, 30*time.Second, "a leader", func() bool { return leaderOf(rs) != nil })
+	return rs
+}
+
+// leaderOf is the replica that says it leads (nil: none does).
+func leaderOf(rs []*replica) *replica {
+	for _, r := range rs {
+		if r.alive() && !r.stopped && r.role() == "leader" {
+			return r
+		}
+	}
+	return nil
+}
+
+func urls(rs []*replica) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.url)
+	}
+	return strings.Join(out, ",")
+}
+
+// load submits workloads from several goroutines until stop is closed,
+// each through the failover client with an idempotency key, and records
+// what was acknowledged.
+type load struct {
+	acked    sync.Map // name → tenant
+	nAcked   atomic.Int64
+	failures atomic.Int64
+	lastErr  atomic.Value
+	wg       sync.WaitGroup
+}
+
+func (l *load) run(ctx context.Context, c *client.Client, workers int) {
+	for w := range workers {
+		l.wg.Go(func() {
+			tenant := []string{"acme", "bravo"}[w%2]
+			for i := 0; ctx.Err() == nil; i++ {
+				name := fmt.Sprintf("w%d-%d", w, i)
+				spec := api.WorkloadSpec{Name: name, Kind: "batch", GPUs: api.GPUs(resource.GPUs(1)), Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}, Preemptible: true, Priority: "low"}
+				sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				_, err := c.SubmitWithKey(sctx, tenant, client.NewIdempotencyKey(), spec)
+				cancel()
+				if err != nil {
+					if ctx.Err() == nil {
+						l.failures.Add(1)
+						l.lastErr.Store(err.Error())
+					}
+					continue
+				}
+				l.acked.Store(tenant+"/"+name, true)
+				l.nAcked.Add(1)
+			}
+		})
+	}
+}
+
+// TestHAFailover: 20 leader failovers under concurrent submissions — 14
+// SIGKILLs of the leading arbiter, 3 SIGSTOPs of it (resumed after a new
+// leader serves: it must not write), and 3 SIGKILLs of etcd's raft
+// leader — then the invariants over the final state.
+func TestHAFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real etcd cluster and arbiter replicas")
+	}
+	ec := etcdtest.Start(t, 3)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "fleet.yaml", haFleet)
+	rs := startHA(t, 3, ec.Endpoints(), cfg)
+	c := client.New(urls(rs), adminToken)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ld load
+	ld.run(ctx, c, 4)
+
+	// A write served after the failover: the acknowledgement count moves.
+	served := func(since int64) bool { return ld.nAcked.Load() > since+2 }
+	var took []time.Duration
+	kinds := []string{}
+	for i := range 20 {
+		kind := "kill"
+		switch {
+		case i%7 == 3:
+			kind = "stop"
+		case i%7 == 5:
+			kind = "etcd"
+		}
+		waitFor(t, 30*time.Second, "load before the failover", func() bool { return leaderOf(rs) != nil && served(ld.nAcked.Load()) })
+		old := leaderOf(rs)
+		if old == nil {
+			t.Fatal("no leader")
+		}
+		before := ld.nAcked.Load()
+		start := time.Now()
+		switch kind {
+		case "kill":
+			old.kill()
+		case "stop":
+			old.cmd.Process.Signal(syscall.SIGSTOP)
+			old.stopped = true
+		case "etcd":
+			li, err := ec.WaitLeader(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ec.Kill(li)
+			waitFor(t, 30*time.Second, "writes after the etcd leader's death", func() bool { return served(before) })
+			took = append(took, time.Since(start))
+			kinds = append(kinds, kind)
+			ec.Restart(li)
+			continue
+		}
+		waitFor(t, 30*time.Second, "a new leader that serves", func() bool {
+			l := leaderOf(rs)
+			return l != nil && l != old && served(before)
+		})
+		took = append(took, time.Since(start))
+		kinds = append(kinds, kind)
+		switch kind {
+		case "kill":
+			old.restarts++
+			old.start()
+		case "stop":
+			// Resumed, it still believes it leads until it sees its
+			// lease gone; whatever it tries to write meanwhile is fenced.
+			old.cmd.Process.Signal(syscall.SIGCONT)
+			old.stopped = false
+		}
+	}
+	cancel()
+	ld.wg.Wait()
+	for _, r := range rs {
+		r.kill()
+	}
+
+	// The distribution of failover times.
+	sorted := append([]time.Duration(nil), took...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	pct := func(p float64) time.Duration { return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))] }
+	t.Logf("failovers: %d (kinds %v); time to a new leader serving writes: min %v p50 %v p90 %v max %v", len(took), kinds,
+		sorted[0].Round(time.Millisecond), pct(0.5).Round(time.Millisecond), pct(0.9).Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond))
+	for i, d := range took {
+		t.Logf("  failover %2d (%s): %v", i+1, kinds[i], d.Round(time.Millisecond))
+		if d > 5*time.Second {
+			t.Errorf("failover %d (%s) took %v, want at most 5s", i+1, kinds[i], d)
+		}
+	}
+	t.Logf("submissions acknowledged: %d, failed after retries: %d (last: %v)", ld.nAcked.Load(), ld.failures.Load(), ld.lastErr.Load())
+
+	st, err := store.OpenEtcd(context.Background(), store.EtcdOptions{Endpoints: ec.Endpoints(), Prefix: haPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	lost := 0
+	ld.acked.Range(func(k, _ any) bool {
+		err := st.View(context.Background(), func(tx store.ReadTx) error {
+			_, err := store.Get[store.Workload](tx, k.(string))
+			return err
+		})
+		if err != nil {
+			lost++
+			t.Errorf("acknowledged submission %s is not in the store: %v", k, err)
+		}
+		return true
+	})
+	t.Logf("acknowledged writes lost: %d", lost)
+	if v := checkAllocation(t, st); len(v) > 0 {
+		for _, x := range v {
+			t.Error(x)
+		}
+	}
+	t.Logf("double allocations and capacity or limit violations: %d", len(checkAllocation(t, st)))
+	deposed := checkFencedHistory(t, ec.Client(t))
+	t.Logf("commits by a deposed leader: %d", deposed)
+	if deposed > 0 {
+		t.Errorf("%d commits were made by a deposed leader", deposed)
+	}
+}
+
+// checkAllocation is the invariant checker over a final state: no GPU
+// over 1000 milli, no replica on a GPU its node lacks, no workload placed
+// twice (two running records for one replica set are one key: a workload
+// appears once in the store), no tenant over its limit.
+func checkAllocation(t *testing.T, st store.Store) []string {
+	t.Helper()
+	var out []string
+	cat := fleet.Builtin()
+	st.View(context.Background(), func(tx store.ReadTx) error {
+		nodes, err := store.List[store.Node](tx, "")
+		if err != nil {
+			out = append(out, err.Error())
+			return nil
+		}
+		gpus := map[string]int{}
+		for _, n := range nodes {
+			if sku, ok := cat.SKU(n.SKU); ok {
+				gpus[string(n.ID)] = sku.GPUs
+			}
+		}
+		ws, err := store.List[store.Workload](tx, "")
+		if err != nil {
+			out = append(out, err.Error())
+			return nil
+		}
+		milli := map[string]int64{}
+		perTenant := map[string]int64{}
+		seen := map[string]bool{}
+		for _, w := range ws {
+			if w.Running == nil || w.State != store.StateRunning && w.State != store.StatePending {
+				continue
+			}
+			if seen[w.Key()] {
+				out = append(out, fmt.Sprintf("workload %s is placed twice", w.Key()))
+			}
+			seen[w.Key()] = true
+			for _, rep := range w.Running.Replicas {
+				for _, g := range rep.GPUs {
+					if g < 0 || g >= gpus[string(rep.Node)] {
+						out = append(out, fmt.Sprintf("workload %s uses GPU %d of node %s, which has %d", w.Key(), g, rep.Node, gpus[string(rep.Node)]))
+					}
+					k := string(rep.Node) + "/" + strconv.Itoa(g)
+					milli[k] += int64(rep.Milli)
+					perTenant[w.Tenant] += int64(rep.Milli)
+				}
+			}
+		}
+		for k, m := range milli {
+			if m > 1000 {
+				out = append(out, fmt.Sprintf("GPU %s is allocated %d milli", k, m))
+			}
+		}
+		for tenant, m := range perTenant {
+			if m > 20*1000 {
+				out = append(out, fmt.Sprintf("tenant %s runs %d milli-GPUs, over its limit of 20 GPUs", tenant, m))
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+// checkFencedHistory reads every revision of the commit key and counts
+// the commits made under an election key older than one that had
+// already committed: writes of a deposed leader.
+func checkFencedHistory(t *testing.T, cli *clientv3.Client) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := cli.Watch(ctx, haPrefix+"commit", clientv3.WithRev(1))
+	head, err := cli.Get(ctx, haPrefix+"commit")
+	if err != nil || len(head.Kvs) == 0 {
+		t.Fatalf("reading the commit key: %v", err)
+	}
+	last := head.Kvs[0].ModRevision
+	var newest int64
+	deposed, commits := 0, 0
+	for resp := range w {
+		if err := resp.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.Events {
+			commits++
+			key := string(e.Kv.Value)
+			r := creationAt(ctx, cli, key, e.Kv.ModRevision)
+			if r == 0 {
+				continue // unfenced: the settings every replica writes at start
+			}
+			if r < 0 {
+				deposed++
+				t.Errorf("commit at revision %d names election key %q, which did not exist then", e.Kv.ModRevision, key)
+				continue
+			}
+			if r < newest {
+				deposed++
+				t.Errorf("commit at revision %d made under %s (created at %d) after a leader elected at %d had committed", e.Kv.ModRevision, key, r, newest)
+			}
+			newest = max(newest, r)
+			if e.Kv.ModRevision >= last {
+				t.Logf("commits checked: %d", commits)
+				return deposed
+			}
+		}
+	}
+	return deposed
+}
+
+// creationAt is the creation revision of election key key as of revision
+// rev (the key may be deleted since; at rev it existed, as the commit's
+// fence compared its creation revision). 0 for an unfenced commit.
+func creationAt(ctx context.Context, cli *clientv3.Client, key string, rev int64) int64 {
+	if key == "" {
+		return 0
+	}
+	resp, err := cli.Get(ctx, key, clientv3.WithRev(rev))
+	if err != nil || len(resp.Kvs) != 1 {
+		return -1
+	}
+	return resp.Kvs[0].CreateRevision
+}
