@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -384,4 +385,36 @@ func FuzzParseStoreSpec(f *testing.F) {
 			t.Fatalf("kind %q", s.kind)
 		}
 	})
+}
+
+// TestServeRefusesHalfRestored: serve does not run on a store a restore
+// left half done (the restore marker), and says how to finish it.
+func TestServeRefusesHalfRestored(t *testing.T) {
+	dir := t.TempDir()
+	src := openBoltT(t, filepath.Join(dir, "src.db"))
+	var buf bytes.Buffer
+	err := src.Update(context.Background(), func(tx store.WriteTx) error {
+		return store.Put(tx, &store.Tenant{Name: "contoso"}, store.MustNotExist)
+	})
+	if err == nil {
+		err = store.Save(context.Background(), src, &buf)
+	}
+	src.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dst := openBoltT(t, filepath.Join(data, "arbiter.db"))
+	cut := buf.Bytes()[:buf.Len()-10]
+	if err := store.Restore(context.Background(), dst, bytes.NewReader(cut)); !errors.Is(err, store.ErrRestoreIncomplete) {
+		t.Fatalf("restore of a cut stream: %v", err)
+	}
+	dst.Close()
+	_, errOut, code := run(t, "serve", "--data", data, "--listen", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(errOut, "half-done restore") || !strings.Contains(errOut, "restore --force") {
+		t.Errorf("serve on a half-restored store: exit %d, %q", code, errOut)
+	}
 }

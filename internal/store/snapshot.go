@@ -635,6 +635,18 @@ func begin(ctx context.Context, st Store, rev int64, o RestoreOptions) error {
 	return nil
 }
 
+// CheckRestored returns ErrRestoreIncomplete, with the snapshot's
+// revision, when st holds the marker of a restore that did not finish (a
+// server must not run on such a partial state).
+func CheckRestored(ctx context.Context, st Store) error {
+	return st.View(ctx, func(tx ReadTx) error {
+		if err := emptiness(tx); errors.Is(err, ErrRestoreIncomplete) {
+			return err
+		}
+		return nil
+	})
+}
+
 // emptiness is nil for an empty store, else why it is not.
 func emptiness(tx ReadTx) error {
 	if v, ok := tx.GetRaw(KindMeta, restoringKey); ok {
