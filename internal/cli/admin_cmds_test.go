@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -181,7 +182,7 @@ func TestSnapshotCLIRoundTrip(t *testing.T) {
 		t.Fatalf("save: exit %d: %s", code, errOut)
 	}
 	want := dumpPath(t, filepath.Join(a, "arbiter.db"))
-	if !strings.Contains(out, fmt.Sprintf("workloads         %d\n", len(want[store.KindWorkload]))) || !strings.Contains(out, "revision ") {
+	if !regexp.MustCompile(fmt.Sprintf(`\nworkloads +%d\n`, len(want[store.KindWorkload]))).MatchString(out) || !strings.Contains(out, "revision ") {
 		t.Errorf("save printed %q; want the keys per bucket and the revision", out)
 	}
 	for _, k := range []store.Kind{store.KindTenant, store.KindNode, store.KindWorkload, store.KindToken, store.KindEvent, store.KindReservation, store.KindMeta} {
