@@ -39,6 +39,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newMetricCmd(),
 		newEventsCmd(),
 		newTokenCmd(),
+		newAdminCmd(),
 	)
 	return root
 }

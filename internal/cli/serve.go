@@ -196,6 +196,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if member != nil {
 		defer member.Close()
 	}
+	if err := store.CheckRestored(ctx, st); err != nil {
+		return fmt.Errorf("serve: %w; finish it with arbiter admin snapshot restore --force", err)
+	}
 	if cfg != nil {
 		n, err := server.Seed(store.Unfenced(ctx), st, cfg, time.Now())
 		if err != nil {
