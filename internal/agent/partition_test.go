@@ -130,7 +130,7 @@ func testPartition(t *testing.T, bin, mode string) {
 	if back > 10*time.Second {
 		t.Errorf("node a usable only %v after the partition ended", back)
 	}
-	e.waitFor("a's fenced run to be reported stopped", 5*time.Second, func() bool {
+	e.waitFor("a's fenced run to be reported stopped", 30*time.Second, func() bool {
 		for _, ev := range e.events("ReplicaStopped") {
 			if strings.Contains(ev.Message, "on a: fenced") {
 				return true

@@ -2,9 +2,9 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
-		"fmt"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
