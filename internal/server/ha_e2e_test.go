@@ -259,6 +259,7 @@ func TestHAFailover(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("acknowledged %d, failed %d, last error: %v", ld.nAcked.Load(), ld.failures.Load(), ld.lastErr.Load())
+			ld.errs.Range(func(k, _ any) bool { t.Log(k); return true })
 			for _, r := range rs {
 				log := r.log.String()
 				t.Logf("--- replica %s (restarts %d), last of its log:\n%s", r.url, r.restarts, log[max(0, len(log)-3000):])
@@ -349,7 +350,6 @@ func TestHAFailover(t *testing.T) {
 		}
 	}
 	t.Logf("submissions acknowledged: %d; attempts that failed and were retried with the same key: %d; refused with a 4xx: %d (last error: %v)", ld.nAcked.Load(), ld.failures.Load(), ld.refused.Load(), ld.lastErr.Load())
-	ld.errs.Range(func(k, _ any) bool { t.Log(k); return true })
 	if ld.refused.Load() > 0 {
 		t.Errorf("%d submissions were refused (a retried submission must replay, not conflict)", ld.refused.Load())
 	}

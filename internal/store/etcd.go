@@ -43,11 +43,12 @@ var ErrNotLeader = errors.New("store: not the leader")
 // leader cannot write). The committed clone becomes the mirror before
 // Update returns, so a writer reads its own writes.
 type EtcdStore struct {
-	cli    *clientv3.Client
-	own    bool // cli was made by OpenEtcd and is closed with the store
-	prefix string
-	fence  func() (key string, rev int64, ok bool)
-	maxOps int
+	cli           *clientv3.Client
+	own           bool // cli was made by OpenEtcd and is closed with the store
+	prefix        string
+	fence         func() (key string, rev int64, ok bool)
+	maxOps        int
+	commitTimeout time.Duration
 
 	mu      sync.Mutex // guards cur and changed
 	cur     *mirror
@@ -80,6 +81,12 @@ type EtcdOptions struct {
 	// only while the key still has creation revision rev (an election
 	// key: see internal/cluster). ok false refuses the write at once.
 	Fence func() (key string, rev int64, ok bool)
+	// CommitTimeout bounds one commit (default 2s). A proposal lost with
+	// a dying etcd leader waits out etcd's own request timeout (5s and
+	// more) before it fails; cut short, the write is reported unavailable
+	// (its outcome unknown, as any lost answer) and the writers behind it
+	// move on to the new etcd leader.
+	CommitTimeout time.Duration
 	// MaxTxnOps is the etcd cluster's --max-txn-ops; a group commit
 	// larger than that is split between its writers (default 10000).
 	MaxTxnOps int
@@ -139,7 +146,10 @@ func OpenEtcd(ctx context.Context, o EtcdOptions) (*EtcdStore, error) {
 	if o.MaxTxnOps <= 0 {
 		o.MaxTxnOps = 10000
 	}
-	s := &EtcdStore{cli: o.Client, prefix: o.Prefix, fence: o.Fence, maxOps: o.MaxTxnOps, changed: make(chan struct{}), done: make(chan struct{})}
+	if o.CommitTimeout <= 0 {
+		o.CommitTimeout = 2 * time.Second
+	}
+	s := &EtcdStore{cli: o.Client, prefix: o.Prefix, fence: o.Fence, maxOps: o.MaxTxnOps, commitTimeout: o.CommitTimeout, changed: make(chan struct{}), done: make(chan struct{})}
 	if s.cli == nil {
 		if len(o.Endpoints) == 0 {
 			return nil, errors.New("store: etcd: no endpoints")
@@ -527,7 +537,7 @@ func isTooLarge(err error) bool {
 
 // send commits tx's writes, made on a clone of base, as one etcd
 // transaction, and publishes the clone. The write is not abandoned when
-// ctx ends: once sent, its outcome is waited for (up to 30 s).
+// ctx ends: once sent, its outcome is waited for (up to CommitTimeout).
 func (s *EtcdStore) send(ctx context.Context, base *mirror, tx *etcdTx, fenced bool) error {
 	if len(tx.order) == 0 {
 		return nil
@@ -560,7 +570,7 @@ func (s *EtcdStore) send(ctx context.Context, base *mirror, tx *etcdTx, fenced b
 	// history says which leader made every commit (the HA test reads it
 	// to show that no deposed leader wrote).
 	ops = append(ops, clientv3.OpPut(s.commitKey(), fenceKey))
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.commitTimeout)
 	defer cancel()
 	resp, err := s.cli.Txn(cctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
@@ -579,7 +589,7 @@ func (s *EtcdStore) send(ctx context.Context, base *mirror, tx *etcdTx, fenced b
 		}
 		// Another writer got in first: wait until the mirror has it, so
 		// that the caller's retry computes from it.
-		sctx, scancel := context.WithTimeout(cctx, 5*time.Second)
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		s.Sync(sctx)
 		scancel()
 		return errRaced
