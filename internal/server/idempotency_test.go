@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -371,5 +372,35 @@ func TestSubmitRetriedAfterDroppedConnection(t *testing.T) {
 	}
 	if c.Current() != direct.URL {
 		t.Fatalf("the client's current server is %s, want %s", c.Current(), direct.URL)
+	}
+}
+
+// TestPruneLoopPrunesIdempotencyKeys: the server's prune loop (which runs
+// at start, then every minute) deletes keys past 24 h, with no event
+// retention configured.
+func TestPruneLoopPrunesIdempotencyKeys(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	h := newHarness(t, testConfig, Options{Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
+	tok := h.secret("contoso")
+	if code, _, body := submitRaw(t, h.url, tok, "contoso", spec("a", 8, 1), "key-a"); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, body)
+	}
+	clock.Add(int64(idempotencyTTL + time.Minute))
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() { h.s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int64
+		h.st.View(h.ctx, func(tx store.ReadTx) error { n = store.IdempotencyKeys(tx, "contoso"); return nil })
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the prune loop left %d keys past 24 h", n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not timing it
 	}
 }
