@@ -2,13 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -239,9 +240,20 @@ func openServeStore(ctx context.Context, f serveFlags, log *slog.Logger) (store.
 		st, err := store.OpenBolt(filepath.Join(f.data, "arbiter.db"), &store.BoltOptions{MaxBatchDelay: f.batchDelay, MinBatchSize: f.batchMin})
 		return st, nil, err
 	}
-	eps := splitList(f.etcdEndpoints)
+	eps, err := parseEndpoints(f.etcdEndpoints)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: --etcd-endpoints: %w", err)
+	}
+	prefix, err := checkPrefix(f.etcdPrefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	f.etcdPrefix = prefix
 	advertise := f.advertise
 	if advertise == "" {
+		if _, port, _ := net.SplitHostPort(f.listen); port == "0" {
+			return nil, nil, errors.New("serve: --etcd-endpoints with --listen on port 0 needs --advertise (the URL other replicas and clients reach this one at)")
+		}
 		advertise = "http://" + f.listen
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Context: ctx})
@@ -281,15 +293,4 @@ func clusterOf(m *cluster.Member) server.Cluster {
 		return nil
 	}
 	return m
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, x := range strings.Split(v, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }
