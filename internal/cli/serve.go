@@ -43,6 +43,7 @@ type serveFlags struct {
 	maxGraceClass                                                []string
 	etcdEndpoints, advertise, etcdPrefix                         string
 	electionTTL                                                  time.Duration
+	etcdTLS                                                      etcdTLSFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -107,6 +108,7 @@ serve). Every replica needs the same admin token. See docs/operations.md.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.etcdEndpoints, "etcd-endpoints", envOr("ARBITER_ETCD_ENDPOINTS", ""), "URL[,URL...] of an etcd cluster to keep the state in, shared with other replicas, instead of DIR/arbiter.db (env ARBITER_ETCD_ENDPOINTS)")
 	fl.StringVar(&f.advertise, "advertise", "", "with --etcd-endpoints: the URL clients and other replicas reach this replica at (default http://LISTEN)")
+	f.etcdTLS.bind(fl)
 	fl.StringVar(&f.etcdPrefix, "etcd-prefix", "/arbiter/", "with --etcd-endpoints: prefix of every key (one prefix per arbiter cluster)")
 	fl.DurationVar(&f.electionTTL, "election-ttl", 2*time.Second, "with --etcd-endpoints: how long a leader that stopped answering keeps the leadership (etcd lease TTL, whole seconds)")
 	return cmd
@@ -256,7 +258,11 @@ func openServeStore(ctx context.Context, f serveFlags, log *slog.Logger) (store.
 		}
 		advertise = "http://" + f.listen
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Context: ctx})
+	tc, err := f.etcdTLS.config(eps)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	cli, err := newEtcdClient(ctx, eps, tc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: --etcd-endpoints: %w", err)
 	}

@@ -141,7 +141,7 @@ func (r *replica) role() string {
 	return body["role"]
 }
 
-func startHA(t *testing.T, n int, etcdEndpoints []string, cfg string) []*replica {
+func startHA(t *testing.T, n int, etcdEndpoints []string, cfg string, extra ...string) []*replica {
 	t.Helper()
 	ports := freePorts(t, n)
 	var rs []*replica
@@ -149,6 +149,7 @@ func startHA(t *testing.T, n int, etcdEndpoints []string, cfg string) []*replica
 		r := &replica{t: t, port: ports[i], url: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), data: filepath.Join(t.TempDir(), fmt.Sprint("r", i)),
 			args: []string{"--etcd-endpoints", strings.Join(etcdEndpoints, ","), "--etcd-prefix", haPrefix, "--election-ttl", "1s",
 				"--config", cfg, "--interval", "200ms", "--rate-limit", "-1", "--rate-limit-per-source", "-1", "--log-level", "warn"}}
+		r.args = append(r.args, extra...)
 		r.start()
 		t.Cleanup(r.kill)
 		rs = append(rs, r)
@@ -509,13 +510,15 @@ func creationAt(ctx context.Context, cli *clientv3.Client, key string, rev int64
 // TestHAFollower: a follower answers reads from its copy of the store,
 // sends writes to the leader with a 307 naming it, and so do the reads of
 // state only the leader computes; /v1/cluster names the leader on both.
+// The replicas reach etcd over TLS with client certificates.
 func TestHAFollower(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real etcd cluster and arbiter replicas")
 	}
-	ec := etcdtest.Start(t, 1)
+	ec := etcdtest.StartTLS(t, 1)
 	cfg := writeFile(t, t.TempDir(), "fleet.yaml", haFleet)
-	rs := startHA(t, 2, ec.Endpoints(), cfg)
+	files := ec.TLS()
+	rs := startHA(t, 2, ec.Endpoints(), cfg, "--etcd-cacert", files.CA, "--etcd-cert", files.Cert, "--etcd-key", files.Key)
 	leader := leaderOf(rs)
 	follower := rs[0]
 	if follower == leader {
