@@ -14,9 +14,9 @@
 package etcdtest
 
 import (
-	"crypto/tls"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -169,7 +169,7 @@ type Cluster struct {
 	initialCluster string
 	token          string
 
-	certs          *TLSFiles // nil: plain http
+	certs *TLSFiles // nil: plain http
 
 	mu      sync.Mutex
 	members []*member

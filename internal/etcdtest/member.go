@@ -63,7 +63,7 @@ func (m *member) clientURL() string {
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(m.clientPort)
 }
-func (m *member) peerURL() string   { return "http://127.0.0.1:" + strconv.Itoa(m.peerPort) }
+func (m *member) peerURL() string { return "http://127.0.0.1:" + strconv.Itoa(m.peerPort) }
 
 // kill sends SIGKILL (a stopped process dies of it too) and waits for the exit.
 func (m *member) kill() error {
