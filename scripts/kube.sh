@@ -25,9 +25,17 @@ kube_version() {
 	echo "$v"
 }
 
+# ldflags prints the linker flags that stamp the version into the binary, as
+# the Kubernetes release build does (without them /version says v0.0.0-master).
+ldflags() {
+	local v="${1#v}" pkg=k8s.io/component-base/version
+	local major="${v%%.*}" rest="${v#*.}"
+	echo "-X $pkg.gitVersion=$1 -X $pkg.gitMajor=$major -X $pkg.gitMinor=${rest%%.*} -X $pkg.gitTreeState=clean"
+}
+
 # stamp prints a hash of everything the binary is built from.
 stamp() {
-	{ cat "$src/go.mod" "$src/go.sum" "$src"/*.go; go version; } | sha256sum | cut -d' ' -f1
+	{ cat "$src/go.mod" "$src/go.sum" "$src"/*.go; go version; ldflags "$(kube_version)"; } | sha256sum | cut -d' ' -f1
 }
 
 cmd_build() {
@@ -51,7 +59,7 @@ cmd_build() {
 		echo "kube.sh: building kube-apiserver $version into $bin (once; takes minutes)" >&2
 		local tmp="$dir/kube-apiserver.tmp.$$" start=$SECONDS
 		(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
-			go build -trimpath -o "$tmp" .) >&2 || { rm -f "$tmp"; die "building kube-apiserver failed"; }
+			go build -trimpath -ldflags "$(ldflags "$version")" -o "$tmp" .) >&2 || { rm -f "$tmp"; die "building kube-apiserver failed"; }
 		mv -f "$tmp" "$bin"
 		echo "$want" >"$dir/stamp"
 		echo "kube.sh: built kube-apiserver $version in $((SECONDS - start)) s" >&2

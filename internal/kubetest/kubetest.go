@@ -17,13 +17,20 @@
 // answers, so RBAC rules (those of deploy/, say) can be tested as the user
 // they are written for.
 //
-// Admission runs kube-apiserver's default plugins except ServiceAccount,
-// which rejects every Pod until the controller manager (not run here) has
-// made the namespace's "default" ServiceAccount. So NamespaceLifecycle holds
-// (a namespace must exist before objects in it), Priority resolves a Pod's
-// priorityClassName, and TaintNodesByCondition gives a new Node the
-// node.kubernetes.io/not-ready:NoSchedule taint until its status says Ready
-// (kubelet's part, here the test's).
+// Admission runs kube-apiserver's default plugins but two whose work a
+// controller of the controller manager (not run here) must finish:
+// ServiceAccount, which rejects every Pod until the namespace's "default"
+// ServiceAccount exists, and TaintNodesByCondition, which taints every new
+// Node node.kubernetes.io/not-ready:NoSchedule until the node-lifecycle
+// controller sees it Ready. So NamespaceLifecycle holds (a namespace must
+// exist before objects in it), Priority resolves a Pod's priorityClassName,
+// and a Node has the taints the test gives it.
+//
+// What a kubelet would do, the test does: a bound Pod stays Pending (and a
+// Pending Pod ignores PodDisruptionBudgets on eviction) until the test sets
+// its status Running; an evicted or deleted bound Pod gets a
+// deletionTimestamp and stays, terminating, until deleted with grace 0. No
+// disruption controller runs either: a budget's status is the test's to set.
 package kubetest
 
 import (
@@ -217,7 +224,11 @@ func (s *APIServer) prepare() ([]string, error) {
 		"--service-account-signing-key-file=" + p.saPrivate,
 		"--service-account-issuer=" + ServiceAccountIssuer,
 		"--service-cluster-ip-range=" + ServiceClusterIPRange,
-		"--disable-admission-plugins=ServiceAccount",
+		// Plugins whose work a controller (not run here) must complete:
+		// ServiceAccount rejects every Pod until the namespace's "default"
+		// ServiceAccount exists; TaintNodesByCondition taints every new Node
+		// not-ready until the node-lifecycle controller lifts it.
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		"--profiling=false",
 	}, nil
 }

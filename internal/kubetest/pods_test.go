@@ -57,9 +57,16 @@ func bind(ctx context.Context, c kubernetes.Interface, ns, pod, node string) err
 	}, metav1.CreateOptions{})
 }
 
-// evict asks the Eviction API (policy/v1) to evict pod.
+// evict asks the Eviction API (policy/v1) to evict pod, once. client-go's
+// EvictV1 retries a 429 that carries Retry-After (the server sends 10 s for a
+// budget its controller has not observed) up to 10 times, blocking for about
+// 100 s; this makes the request as EvictV1 does but without retries, so the
+// refusal is seen at once.
 func evict(ctx context.Context, c kubernetes.Interface, ns, pod string) error {
-	return c.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}})
+	return c.CoreV1().RESTClient().Post().
+		AbsPath("/api/v1/namespaces", ns, "pods", pod, "eviction").
+		Body(&policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}}).
+		MaxRetries(0).Do(ctx).Error()
 }
 
 func TestPodBindThenEvictWithoutKubelet(t *testing.T) {
@@ -153,6 +160,10 @@ func TestEvictionHonoursPodDisruptionBudget(t *testing.T) {
 	if err := bind(ctx, c, ns, "p1", "gpu-1"); err != nil {
 		t.Fatal(err)
 	}
+	// A Pending pod ignores disruption budgets (the eviction API lets it go
+	// at once), and without a kubelet a bound pod stays Pending: so the test
+	// does the kubelet's part and reports it Running and Ready.
+	running(ctx, t, c, ns, "p1")
 	one := intstr.FromInt32(1)
 	pdbs := c.PolicyV1().PodDisruptionBudgets(ns)
 	pdb, err := pdbs.Create(ctx, &policyv1.PodDisruptionBudget{
@@ -219,7 +230,7 @@ func TestEventsAndLeases(t *testing.T) {
 		t.Fatalf("create event: %v", err)
 	}
 	leases := c.CoordinationV1().Leases(ns)
-	holder, dur := "replica-a", int32(15)
+	holder, dur := "replica-gone", int32(15)
 	now := metav1.NewMicroTime(time.Now())
 	l, err := leases.Create(ctx, &coordv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "arbiter-kube"},
@@ -228,8 +239,8 @@ func TestEventsAndLeases(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create lease: %v", err)
 	}
-	// Two writers of one resourceVersion: the second is a conflict, which is
-	// what keeps two replicas from both taking the lease.
+	// Two replicas take over the lease from the same resourceVersion: the
+	// second write is a conflict, which is what keeps both from leading.
 	a, b := l.DeepCopy(), l.DeepCopy()
 	ha, hb := "replica-a", "replica-b"
 	a.Spec.HolderIdentity, b.Spec.HolderIdentity = &ha, &hb
@@ -242,5 +253,46 @@ func TestEventsAndLeases(t *testing.T) {
 	got, err := leases.Get(ctx, "arbiter-kube", metav1.GetOptions{})
 	if err != nil || *got.Spec.HolderIdentity != "replica-a" {
 		t.Fatalf("lease holder %v (%v), want replica-a", fmt.Sprint(got.Spec.HolderIdentity), err)
+	}
+}
+
+// running sets pod's status to Running and Ready, as its kubelet would.
+func running(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, pod string) {
+	t.Helper()
+	p, err := c.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+	if _, err := c.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("set pod %s Running: %v", pod, err)
+	}
+}
+
+func TestEvictingAPendingPodIgnoresPodDisruptionBudget(t *testing.T) {
+	const ns = "team-d"
+	_, c := setup(t, ns)
+	ctx := ctxT(t)
+	labels := map[string]string{"app": "train"}
+	if _, err := c.CoreV1().Pods(ns).Create(ctx, gpuPod("p1", 1, 5, labels), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bind(ctx, c, ns, "p1", "gpu-1"); err != nil {
+		t.Fatal(err)
+	}
+	one := intstr.FromInt32(1)
+	if _, err := c.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "train"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := evict(ctx, c, ns, "p1"); err != nil {
+		t.Fatalf("evict a bound but Pending pod under a budget: %v, want it allowed", err)
+	}
+	p, err := c.CoreV1().Pods(ns).Get(ctx, "p1", metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("evicted pending pod: %v, deletionTimestamp %v; want terminating", err, p.GetDeletionTimestamp())
 	}
 }
