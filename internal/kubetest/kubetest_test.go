@@ -218,3 +218,15 @@ func TestNodeGPUCapacityAndStatusSubresource(t *testing.T) {
 			relabelled.Labels["arbiter.dev/block"], allocatableGPUs(relabelled))
 	}
 }
+
+// BenchmarkStart measures Start with the binary cached: etcd, PKI, the
+// server's start and /readyz. Each server stops only when the benchmark
+// ends, so run it with a small -benchtime such as 3x.
+func BenchmarkStart(b *testing.B) {
+	Binary(b) // the build is not what is measured
+	var ready time.Duration
+	for b.Loop() {
+		ready += Start(b).Ready
+	}
+	b.ReportMetric(float64(ready.Milliseconds())/float64(b.N), "ms-exec-to-ready/op")
+}
