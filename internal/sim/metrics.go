@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -47,8 +48,38 @@ type StrategyResult struct {
 	JobsSubmitted     int     `json:"jobs_submitted"`
 	JobsEnded         int     `json:"jobs_ended"`
 	JobsActiveAtEnd   int     `json:"jobs_active_at_end"`
+	// TrainingJobs follows each named training run (a generator with a
+	// fixed count, such as the flagship) to its end or to the end of
+	// the scenario.
+	TrainingJobs []TrainingJob `json:"training_jobs"`
 
 	Series Series `json:"-"`
+}
+
+// TrainingJob is one named training run as a reader follows it.
+type TrainingJob struct {
+	Name string `json:"name"`
+	GPUs int    `json:"gpus"`
+	// Finished: it completed within the scenario; CompletionH is then the
+	// hours from submission to completion.
+	Finished    bool    `json:"finished"`
+	CompletionH float64 `json:"completion_h,omitempty"`
+	// Progress is the share of its runtime done at the end (1 when
+	// finished): work lost to preemption is not progress.
+	Progress     float64 `json:"progress"`
+	Preemptions  int     `json:"preemptions"`
+	LostGPUHours float64 `json:"lost_to_preemption_gpu_hours"`
+	// LongestWaitH is its longest time pending (after submission or a
+	// preemption) before it ran again, or to the end if it never did.
+	LongestWaitH float64 `json:"longest_wait_h"`
+}
+
+// String says in words how the run ended.
+func (t TrainingJob) String() string {
+	if t.Finished {
+		return fmt.Sprintf("%s: finished in %.0f h", t.Name, t.CompletionH)
+	}
+	return fmt.Sprintf("%s: did not finish, %.0f%% done", t.Name, 100*t.Progress)
 }
 
 // Series are the per-step time series of a run (one row per SampleEvery).
@@ -101,6 +132,7 @@ type recorder struct {
 	allocMilliS float64 // from runs: milli-GPU·seconds
 	revenue     float64
 	ended       int
+	named       []*job // named training runs, in submission order
 }
 
 func newRecorder(s *Sim) *recorder {
@@ -124,6 +156,9 @@ func newRecorder(s *Sim) *recorder {
 
 func (r *recorder) submitted(j *job) {
 	r.res.JobsSubmitted++
+	if j.named {
+		r.named = append(r.named, j)
+	}
 	r.res.Events++
 	if j.customerRequest() {
 		r.res.CustomerRequests++
@@ -169,6 +204,8 @@ func (r *recorder) completed(j *job) {
 
 func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
 	r.res.Preemptions++
+	j.preempts++
+	j.lostGPUH += lost.Hours() * float64(j.gpus()) / resource.PerGPU
 	if j.customerRequest() {
 		r.res.CustomerVMPreemptions++
 	}
@@ -276,6 +313,28 @@ func (r *recorder) sample() {
 }
 
 // finish closes open runs at the end and computes the summary.
+// trainingJob is a named run's account at the end of the scenario.
+func (r *recorder) trainingJob(j *job) TrainingJob {
+	s := r.s
+	t := TrainingJob{Name: string(j.w.Name), GPUs: int(j.gpus() / resource.PerGPU), Preemptions: j.preempts, LostGPUHours: roundTo(j.lostGPUH, 1)}
+	if !j.completedAt.IsZero() {
+		t.Finished, t.Progress = true, 1
+		t.CompletionH = roundTo(j.completedAt.Sub(j.submitted).Hours(), 2)
+	} else if j.runtime > 0 {
+		left := j.remaining
+		if j.w.Running != nil && s.end.After(j.progressFrom) {
+			left -= s.end.Sub(j.progressFrom)
+		}
+		t.Progress = roundTo(min(1, max(0, 1-float64(left)/float64(j.runtime))), 4)
+	}
+	wait := j.longestWait
+	if j.w.Running == nil && !j.done {
+		wait = max(wait, s.end.Sub(j.waitFrom))
+	}
+	t.LongestWaitH = roundTo(wait.Hours(), 2)
+	return t
+}
+
 func (r *recorder) finish() *StrategyResult {
 	s := r.s
 	for _, j := range s.jobs {
@@ -285,6 +344,9 @@ func (r *recorder) finish() *StrategyResult {
 		if !j.done {
 			r.res.JobsActiveAtEnd++
 		}
+	}
+	for _, j := range r.named {
+		r.res.TrainingJobs = append(r.res.TrainingJobs, r.trainingJob(j))
 	}
 	res := &r.res
 	res.JobsEnded = r.ended

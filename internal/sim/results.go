@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -85,6 +86,7 @@ var Columns = []struct {
 	{"inference p99 (mean)", func(r *StrategyResult) string { return fmt.Sprintf("%.0f ms", r.InferenceP99Ms) }, -1},
 	{"training GPU-hours", func(r *StrategyResult) string { return fmt.Sprintf("%.0f", r.TrainingGPUHours) }, +1},
 	{"training JCT p50", func(r *StrategyResult) string { return fmt.Sprintf("%.2f h", r.TrainingJCTP50H) }, -1},
+	{"named training runs", namedRuns, 0},
 	{"work lost to preemption", func(r *StrategyResult) string { return fmt.Sprintf("%.0f GPU-h", r.WorkLostGPUHours) }, -1},
 	{"preemptions", func(r *StrategyResult) string { return strconv.Itoa(r.Preemptions) }, -1},
 	{"customer VMs preempted", func(r *StrategyResult) string { return strconv.Itoa(r.CustomerVMPreemptions) }, -1},
@@ -93,6 +95,18 @@ var Columns = []struct {
 	{"fragmentation", func(r *StrategyResult) string { return pct(r.Fragmentation) }, -1},
 	{"cost", func(r *StrategyResult) string { return fmt.Sprintf("$%.0f", r.CostUSD) }, 0},
 	{"revenue", func(r *StrategyResult) string { return fmt.Sprintf("$%.0f", r.RevenueUSD) }, +1},
+}
+
+// namedRuns says how each named training run ended ("n/a" without any).
+func namedRuns(r *StrategyResult) string {
+	if len(r.TrainingJobs) == 0 {
+		return "n/a"
+	}
+	var out []string
+	for _, t := range r.TrainingJobs {
+		out = append(out, t.String())
+	}
+	return strings.Join(out, "; ")
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.2f%%", 100*x) }

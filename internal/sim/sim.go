@@ -52,6 +52,15 @@ type job struct {
 	basePreempt  bool
 	baseRegions  []string // the spec's regions and pools, before a migrate narrows them
 	basePools    []string
+	// A named run (a training job of a generator with a fixed count, such
+	// as the flagship): what a reader follows it by (results' training_jobs).
+	named       bool
+	runtime     time.Duration // its whole runtime
+	waitFrom    time.Time     // pending since (submission, or its last preemption)
+	longestWait time.Duration
+	lostGPUH    float64
+	preempts    int
+	completedAt time.Time
 }
 
 func (j *job) gpus() resource.MilliGPU { return j.w.TotalGPUs() }
@@ -336,6 +345,7 @@ func (s *Sim) events(t time.Time) {
 			if j.done || j.version != e.version || j.w.Running == nil {
 				continue
 			}
+			j.completedAt = s.now
 			s.metrics.completed(j)
 			s.finish(j)
 		}
@@ -389,7 +399,8 @@ func (s *Sim) newJob(gi int) *job {
 	}
 	s.st.override(class, &w.Spec)
 	j := &job{w: w, gen: gi, svc: -1, class: class, customer: g.Customer, remaining: runtime,
-		basePriority: w.Priority, basePreempt: w.Preemptible}
+		basePriority: w.Priority, basePreempt: w.Preemptible,
+		named: g.Count > 0 && g.Kind == workload.KindTraining, runtime: runtime}
 	s.applyClass(j)
 	if g.Patience > 0 {
 		j.deadline = s.now.Add(g.Patience)
@@ -400,6 +411,7 @@ func (s *Sim) newJob(gi int) *job {
 func (s *Sim) submit(j *job) {
 	j.seq = s.seq
 	j.submitted = s.now
+	j.waitFrom = s.now
 	j.w.SubmittedAt = s.now
 	s.jobs = append(s.jobs, j)
 	s.metrics.submitted(j)
@@ -511,6 +523,7 @@ func (s *Sim) cycle() {
 		s.stepEvicted = append(s.stepEvicted, j.w.Name)
 		s.release(j)
 		j.remaining += time.Duration(lost * float64(time.Second))
+		j.waitFrom = s.now
 		s.dirty = true
 	}
 	for _, g := range plan.Placed() {
@@ -523,6 +536,7 @@ func (s *Sim) cycle() {
 		}
 		j.w.Running = a
 		j.placedAt = s.now
+		j.longestWait = max(j.longestWait, s.now.Sub(j.waitFrom))
 		s.metrics.res.Events++
 		j.progressFrom = a.StartedAt
 		j.version++

@@ -84,3 +84,32 @@ func TestRoutingMethods(t *testing.T) {
 		t.Errorf("priority routing: westus2 served %.0f of %.0f requests", prio[1], prio[0]+prio[1])
 	}
 }
+
+// TestNamedTrainingRuns: the flagship run is followed to the end of the
+// scenario: never preempted and running, its progress is the time it ran
+// over its runtime; preempted, its longest wait shows how long it starved.
+func TestNamedTrainingRuns(t *testing.T) {
+	for _, name := range []string{"hybrid", "dynamic"} {
+		r := runShort(t, name, 3, 1)
+		if len(r.TrainingJobs) != 1 {
+			t.Fatalf("%s: training_jobs %+v, want the flagship alone", name, r.TrainingJobs)
+		}
+		tj := r.TrainingJobs[0]
+		t.Logf("%s: %s; preemptions %d, longest wait %.1f h, lost %.0f GPU-h", name, tj, tj.Preemptions, tj.LongestWaitH, tj.LostGPUHours)
+		if tj.Finished || tj.GPUs != 256 || tj.Progress <= 0 || tj.Progress >= 1 {
+			t.Errorf("%s: %+v: want 256 GPUs, unfinished after 3 days, partly done", name, tj)
+		}
+		// Submitted at 1h with a 432h runtime: at most 71h of it can be done.
+		if done := tj.Progress * 432; done > 71.05 { // progress is rounded to 4 digits
+			t.Errorf("%s: progress %.4f is %.1f h of work in 71 h", name, tj.Progress, done)
+		}
+		if tj.Preemptions == 0 && tj.LongestWaitH < 1 {
+			if done := tj.Progress * 432; done < 70 {
+				t.Errorf("%s: never preempted and never waiting, yet only %.1f h done of 71", name, done)
+			}
+		}
+		if tj.Preemptions > 0 && tj.LongestWaitH <= 0 {
+			t.Errorf("%s: preempted %d times with no wait", name, tj.Preemptions)
+		}
+	}
+}
