@@ -30,14 +30,18 @@ type StrategyResult struct {
 	WorkLostGPUHours            float64 `json:"work_lost_to_preemption_gpu_hours"`
 	Preemptions                 int     `json:"preemptions"`
 	// CustomerVMPreemptions counts evictions of customers' (non-spot) VMs.
-	CustomerVMPreemptions int     `json:"customer_vm_preemptions"`
-	SpotEvictions         int     `json:"spot_evictions"`
-	Overflows             int     `json:"overflows"`
-	Fragmentation         float64 `json:"fragmentation"`
-	CostUSD               float64 `json:"cost_usd"`
-	RevenueUSD            float64 `json:"revenue_usd"`
-	SchedulingCycles      int     `json:"scheduling_cycles"`
-	PolicyFirings         int     `json:"policy_firings"`
+	CustomerVMPreemptions int `json:"customer_vm_preemptions"`
+	SpotEvictions         int `json:"spot_evictions"`
+	// Overflows counts workloads the overflow layer placed: onto a
+	// flavor or region the strategy's classes added to what the workload
+	// lists (OverflowByDestination: by MODEL/REGION).
+	Overflows             int            `json:"overflows"`
+	OverflowByDestination map[string]int `json:"overflow_by_destination,omitempty"`
+	Fragmentation         float64        `json:"fragmentation"`
+	CostUSD               float64        `json:"cost_usd"`
+	RevenueUSD            float64        `json:"revenue_usd"`
+	SchedulingCycles      int            `json:"scheduling_cycles"`
+	PolicyFirings         int            `json:"policy_firings"`
 	// Events counts arrivals, placements, preemptions and ends: the state
 	// changes the event loop processed.
 	Events int `json:"events"`
@@ -223,7 +227,13 @@ func (r *recorder) spotEvicted(j *job) {
 	r.res.WorkLostGPUHours += (j.w.WorkLost(r.s.now)) / 3600
 }
 
-func (r *recorder) overflowed(*job) { r.res.Overflows++ }
+func (r *recorder) overflowed(_ *job, to string) {
+	r.res.Overflows++
+	if r.res.OverflowByDestination == nil {
+		r.res.OverflowByDestination = map[string]int{}
+	}
+	r.res.OverflowByDestination[to]++
+}
 
 // ran records a finished run [from, to) of a job: allocation, training
 // GPU-hours and revenue.

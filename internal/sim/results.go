@@ -91,7 +91,7 @@ var Columns = []struct {
 	{"preemptions", func(r *StrategyResult) string { return strconv.Itoa(r.Preemptions) }, -1},
 	{"customer VMs preempted", func(r *StrategyResult) string { return strconv.Itoa(r.CustomerVMPreemptions) }, -1},
 	{"spot evictions", func(r *StrategyResult) string { return strconv.Itoa(r.SpotEvictions) }, -1},
-	{"overflowed workloads", func(r *StrategyResult) string { return strconv.Itoa(r.Overflows) }, 0},
+	{"overflowed (overflow layer)", func(r *StrategyResult) string { return strconv.Itoa(r.Overflows) }, 0},
 	{"fragmentation", func(r *StrategyResult) string { return pct(r.Fragmentation) }, -1},
 	{"cost", func(r *StrategyResult) string { return fmt.Sprintf("$%.0f", r.CostUSD) }, 0},
 	{"revenue", func(r *StrategyResult) string { return fmt.Sprintf("$%.0f", r.RevenueUSD) }, +1},

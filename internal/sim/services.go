@@ -199,8 +199,8 @@ func (s *Sim) scaleTo(st *serviceState, ri, want int) {
 			Regions:  []string{sv.Regions[ri]},
 			Labels:   map[string]string{"class": class},
 		}, SubmittedAt: s.now}
-		s.st.override(class, &w.Spec)
-		j := &job{w: w, gen: -1, svc: st.index, region: ri, class: class, remaining: s.end.Sub(s.now) + time.Hour,
+		decl := s.widen(class, &w.Spec)
+		j := &job{w: w, gen: -1, svc: st.index, region: ri, class: class, remaining: s.end.Sub(s.now) + time.Hour, declared: decl,
 			basePriority: w.Priority, basePreempt: w.Preemptible}
 		s.applyClass(j)
 		st.replicas[ri] = append(st.replicas[ri], j)

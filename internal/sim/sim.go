@@ -54,6 +54,9 @@ type job struct {
 	basePools    []string
 	// A named run (a training job of a generator with a fixed count, such
 	// as the flagship): what a reader follows it by (results' training_jobs).
+	// declared is the flavor/region pairs the workload itself lists,
+	// before the strategy's classes widen them (the overflow layer).
+	declared    map[string]bool
 	named       bool
 	runtime     time.Duration // its whole runtime
 	waitFrom    time.Time     // pending since (submission, or its last preemption)
@@ -397,8 +400,8 @@ func (s *Sim) newJob(gi int) *job {
 			w.Labels[k] = v
 		}
 	}
-	s.st.override(class, &w.Spec)
-	j := &job{w: w, gen: gi, svc: -1, class: class, customer: g.Customer, remaining: runtime,
+	decl := s.widen(class, &w.Spec)
+	j := &job{w: w, gen: gi, svc: -1, class: class, customer: g.Customer, remaining: runtime, declared: decl,
 		basePriority: w.Priority, basePreempt: w.Preemptible,
 		named: g.Count > 0 && g.Kind == workload.KindTraining, runtime: runtime}
 	s.applyClass(j)
@@ -416,6 +419,20 @@ func (s *Sim) submit(j *job) {
 	s.jobs = append(s.jobs, j)
 	s.metrics.submitted(j)
 	s.dirty = true
+}
+
+// widen applies the strategy's class overrides to spec and returns the
+// flavor/region pairs the spec listed before them ("MODEL/REGION", as
+// sched.Overflow names its destination).
+func (s *Sim) widen(class string, spec *workload.Spec) map[string]bool {
+	decl := make(map[string]bool, len(spec.Flavors)*len(spec.Regions))
+	for _, f := range spec.Flavors {
+		for _, r := range spec.Regions {
+			decl[string(f)+"/"+r] = true
+		}
+	}
+	s.st.override(class, spec)
+	return decl
 }
 
 // finish ends a job (completed, cancelled or failed) and frees its GPUs.
@@ -549,10 +566,13 @@ func (s *Sim) cycle() {
 			s.push(event{at: j.progressFrom.Add(j.remaining).Truncate(Step).Add(Step), kind: evComplete, job: j, version: j.version})
 		}
 	}
+	// Overflow is a placement the overflow layer made: onto a flavor or
+	// region the strategy's classes added to what the workload itself
+	// lists. A later choice of its own list is not overflow.
 	for _, o := range plan.Overflow {
-		if j := byName[o.Workload]; j != nil && !j.overflowed {
+		if j := byName[o.Workload]; j != nil && !j.overflowed && !j.declared[o.To] {
 			j.overflowed = true
-			s.metrics.overflowed(j)
+			s.metrics.overflowed(j, o.To)
 		}
 	}
 }
@@ -649,13 +669,13 @@ func (s *Sim) traceJob(i int) *job {
 	p := &s.pods[i]
 	w := &workload.Workload{Spec: p.spec, SubmittedAt: s.now}
 	class := w.Labels["class"]
-	s.st.override(class, &w.Spec)
+	decl := s.widen(class, &w.Spec)
 	remaining := p.runtime
 	if remaining == 0 {
 		remaining = s.end.Sub(s.now) + time.Hour
 	}
 	s.seq++
-	j := &job{w: w, gen: -1, svc: -1, class: class, remaining: remaining, basePriority: w.Priority, basePreempt: w.Preemptible}
+	j := &job{w: w, gen: -1, svc: -1, class: class, remaining: remaining, declared: decl, basePriority: w.Priority, basePreempt: w.Preemptible}
 	s.applyClass(j)
 	return j
 }
