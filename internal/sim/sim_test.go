@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,4 +113,26 @@ func TestNamedTrainingRuns(t *testing.T) {
 			t.Errorf("%s: preempted %d times with no wait", name, tj.Preemptions)
 		}
 	}
+}
+
+// TestOverflowIsTheLayer: a strategy without an overflow layer (static
+// widens no class) overflows nothing, however often work lands on a
+// later choice of its own list; hybrid's overflow is counted by
+// destination.
+func TestOverflowIsTheLayer(t *testing.T) {
+	if r := runShort(t, "static", 2, 1); r.Overflows != 0 {
+		t.Errorf("static: %d overflows (%v), want 0: it has no overflow layer", r.Overflows, r.OverflowByDestination)
+	}
+	r := runShort(t, "hybrid", 3, 1)
+	n := 0
+	for dest, c := range r.OverflowByDestination {
+		n += c
+		if !strings.HasSuffix(dest, "/centralus") && !strings.HasPrefix(dest, "H100-80G/") {
+			t.Errorf("hybrid overflowed %d to %s, which the workloads list themselves", c, dest)
+		}
+	}
+	if n != r.Overflows {
+		t.Errorf("hybrid: %d overflows, %d by destination", r.Overflows, n)
+	}
+	t.Logf("hybrid, 3 days: %d overflows %v", r.Overflows, r.OverflowByDestination)
 }
