@@ -22,6 +22,9 @@ type StrategyResult struct {
 	CustomerCapacityFailureRate float64 `json:"customer_capacity_failure_rate"`
 	CustomerTimeToCapacityP95S  float64 `json:"customer_time_to_capacity_p95_s"`
 	ReservationHonourRate       float64 `json:"reservation_honour_rate"`
+	// Reservations counts the claims behind the rate: claims made while
+	// the reservation had room, and those placed on it within WindowS.
+	Reservations ReservationClaims `json:"reservations"`
 	InferenceSLOAttainment      float64 `json:"inference_slo_attainment"`
 	InferenceP99Ms              float64 `json:"inference_p99_ms"`
 	TrainingGPUHours            float64 `json:"training_gpu_hours"`
@@ -59,6 +62,17 @@ type StrategyResult struct {
 
 	Series Series `json:"-"`
 }
+
+// ReservationClaims are a reservation's promises and how many were kept.
+type ReservationClaims struct {
+	Claims   int     `json:"claims"`
+	Honoured int     `json:"honoured"`
+	WindowS  float64 `json:"window_s"`
+}
+
+// honourWindow is how soon a claim on a reservation with room must be
+// placed on it to count as honoured.
+const honourWindow = 5 * time.Minute
 
 // TrainingJob is one named training run as a reader follows it.
 type TrainingJob struct {
@@ -178,7 +192,7 @@ func (r *recorder) firstPlaced(j *job) {
 	if j.customerRequest() {
 		r.custWait = append(r.custWait, wait)
 	}
-	if j.resEligible && j.w.Running.OnReservation && wait <= 300 {
+	if j.resEligible && j.w.Running.OnReservation && wait <= honourWindow.Seconds() {
 		r.resHonoured++
 	}
 }
@@ -376,6 +390,7 @@ func (r *recorder) finish() *StrategyResult {
 	}
 	res.CustomerTimeToCapacityP95S = quantile(r.custWait, 0.95)
 	res.ReservationHonourRate = 1
+	res.Reservations = ReservationClaims{Claims: r.resClaims, Honoured: r.resHonoured, WindowS: honourWindow.Seconds()}
 	if r.resClaims > 0 {
 		res.ReservationHonourRate = float64(r.resHonoured) / float64(r.resClaims)
 	}

@@ -81,7 +81,13 @@ var Columns = []struct {
 		return fmt.Sprintf("%s (%d/%d)", pct(r.CustomerCapacityFailureRate), r.CustomerCapacityFailures, r.CustomerRequests)
 	}, -1},
 	{"customer time to capacity p95", func(r *StrategyResult) string { return dur(r.CustomerTimeToCapacityP95S) }, -1},
-	{"reservation honour rate", func(r *StrategyResult) string { return pct(r.ReservationHonourRate) }, +1},
+	{"reservation claims honoured", func(r *StrategyResult) string {
+		c := r.Reservations
+		if c.Claims == 0 {
+			return "n/a (no claims)"
+		}
+		return fmt.Sprintf("%s (%d of %d within %s)", pct(r.ReservationHonourRate), c.Honoured, c.Claims, dur(c.WindowS))
+	}, +1},
 	{"inference SLO attainment", func(r *StrategyResult) string { return pct(r.InferenceSLOAttainment) }, +1},
 	{"inference p99 (mean)", func(r *StrategyResult) string { return fmt.Sprintf("%.0f ms", r.InferenceP99Ms) }, -1},
 	{"training GPU-hours", func(r *StrategyResult) string { return fmt.Sprintf("%.0f", r.TrainingGPUHours) }, +1},
