@@ -114,10 +114,8 @@ func (c *Controller) poke() {
 // Run starts the informers and runs cycles until ctx ends: every
 // interval, and soon after any watched object changes.
 func (c *Controller) Run(ctx context.Context) error {
-	c.factory.Start(ctx.Done())
-	c.dfactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return fmt.Errorf("kube: informer caches did not sync: %w", ctx.Err())
+	if err := c.Start(ctx); err != nil {
+		return err
 	}
 	c.log.Info("arbiter kube: caches synced; scheduling", "scheduler", c.cfg.SchedulerName)
 	t := time.NewTicker(c.cfg.Interval)
@@ -140,6 +138,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-c.wake:
 		}
 	}
+}
+
+// Start starts the informers and waits for their caches to sync.
+func (c *Controller) Start(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
+	c.dfactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("kube: informer caches did not sync: %w", ctx.Err())
+	}
+	return nil
 }
 
 // Snapshot reads the informer caches.
@@ -191,4 +199,3 @@ func (c *Controller) Cycle(ctx context.Context) CycleReport {
 	res.Errors = append(res.Errors, WriteStatus(ctx, c.dyn, s, cy, &plan)...)
 	return CycleReport{Pending: len(plan.Pending), Problems: len(cy.Problems), Result: res, Took: time.Since(start)}
 }
-

@@ -226,6 +226,10 @@ func (t *translator) splitPods(pods []*corev1.Pod) (running, pending []*corev1.P
 
 func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
+// podID names a pod's workload "namespace:name" (workload names take no
+// slash; neither namespaces nor pod names take a colon).
+func podID(p *corev1.Pod) workload.ID { return workload.ID(p.Namespace + ":" + p.Name) }
+
 // gpusOf is the pod's GPU ask: whole GPUs from resources.limits (or
 // requests) of its containers, or the milli-GPU annotation.
 func gpusOf(p *corev1.Pod) (resource.MilliGPU, error) {
@@ -336,7 +340,7 @@ func (t *translator) pending(pods []*corev1.Pod) {
 			gangs[g] = append(gangs[g], p)
 			continue
 		}
-		id := workload.ID(podKey(p))
+		id := podID(p)
 		s, err := t.podSpec(p, id)
 		if err != nil {
 			t.problem(p, string(sched.ReasonInvalid), "%v", err)
@@ -349,9 +353,10 @@ func (t *translator) pending(pods []*corev1.Pod) {
 	}
 }
 
-// gangID names a pod group's workload; a group part of which runs
-// already has its waiting rest named apart.
-func gangID(g string) workload.ID { return workload.ID(strings.Replace(g, "/", "/pg:", 1)) }
+// gangID names a pod group's workload "namespace:pg:group" (no pod is
+// named so: pod names take no colon); a group part of which runs already
+// has its waiting rest named apart.
+func gangID(g string) workload.ID { return workload.ID(strings.Replace(g, "/", ":pg:", 1)) }
 
 // gang adds one pod group's waiting pods as a gang.
 func (t *translator) gang(g string, pods []*corev1.Pod) {
@@ -375,7 +380,7 @@ func (t *translator) gang(g string, pods []*corev1.Pod) {
 	}
 	id := gangID(g)
 	if _, taken := t.cycle.Groups[id]; taken {
-		id += "#rest"
+		id += ":rest"
 	}
 	s, err := t.podSpec(pods[0], id)
 	for _, p := range pods[1:] {
@@ -429,7 +434,7 @@ func (t *translator) running(pods []*corev1.Pod) {
 	for _, p := range pods {
 		node, _ := t.fleet.Node(fleet.NodeID(p.Spec.NodeName))
 		ours := p.Spec.SchedulerName == t.cfg.SchedulerName
-		id := workload.ID(podKey(p))
+		id := podID(p)
 		var s workload.Spec
 		var err error
 		if ours {
@@ -473,12 +478,25 @@ func (t *translator) running(pods []*corev1.Pod) {
 		}
 	}
 	// Indices: valid annotations first, then the lowest free GPUs.
-	idx := map[*corev1.Pod][]int{}
+	// An annotation is the pod's to edit: where two name the same GPU, the
+	// pod created first keeps it.
+	type podAsk struct {
+		p   *corev1.Pod
+		ask resource.MilliGPU
+	}
+	var asks []podAsk
 	for _, r := range runs {
 		for _, p := range r.pods {
-			if g, ok := t.claimAnnotated(p, r.w.GPUs); ok {
-				idx[p] = g
-			}
+			asks = append(asks, podAsk{p, r.w.GPUs})
+		}
+	}
+	sort.SliceStable(asks, func(i, j int) bool {
+		return asks[i].p.CreationTimestamp.Time.Before(asks[j].p.CreationTimestamp.Time)
+	})
+	idx := map[*corev1.Pod][]int{}
+	for _, a := range asks {
+		if g, ok := t.claimAnnotated(a.p, a.ask); ok {
+			idx[a.p] = g
 		}
 	}
 	for _, r := range runs {
