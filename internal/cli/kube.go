@@ -22,10 +22,10 @@ import (
 // kubeFlags are the flags of `arbiter kube`.
 type kubeFlags struct {
 	kubeconfig, schedulerName, tenantLabel, tenantMapping, blockLabel string
-	modelMap, priorityMapping                                       string
-	leaseName, leaseNamespace, identity                             string
-	interval                                                        time.Duration
-	noLeaderElection                                                bool
+	modelMap, priorityMapping                                         string
+	leaseName, leaseNamespace, identity                               string
+	interval                                                          time.Duration
+	noLeaderElection                                                  bool
 }
 
 func newKubeCmd() *cobra.Command {

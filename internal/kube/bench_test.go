@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-
 	"github.com/arbiterhq/arbiter/internal/sched"
 )
 
