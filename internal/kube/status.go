@@ -2,11 +2,13 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -117,9 +119,13 @@ func updateStatus(ctx context.Context, ri dynamic.NamespaceableResourceInterface
 	if have, ok := u.Object["status"].(map[string]any); ok && reflect.DeepEqual(normalize(have), normalize(want)) {
 		return nil
 	}
-	c := u.DeepCopy()
-	c.Object["status"] = want
-	if _, err := ri.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+	// A merge patch of the status alone: no resourceVersion, so a cache a
+	// write behind (our own last status) never makes it conflict.
+	patch, err := json.Marshal(map[string]any{"status": want})
+	if err != nil {
+		return err
+	}
+	if _, err := ri.Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("status of %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return nil
