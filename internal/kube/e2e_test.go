@@ -300,7 +300,9 @@ func TestE2EReservationHoldsItsNodes(t *testing.T) {
 	})
 	e.pod(gpuPod("other", "p1", 8, nil))
 	e.pod(gpuPod("other", "p2", 8, nil))
-	e.within("one pod bound", func() bool { return e.get("other", "p1").Spec.NodeName != "" || e.get("other", "p2").Spec.NodeName != "" })
+	e.within("one pod bound", func() bool {
+		return e.get("other", "p1").Spec.NodeName != "" || e.get("other", "p2").Spec.NodeName != ""
+	})
 	e.cyclesPass(cycles, 3)
 	bound := 0
 	for _, name := range []string{"p1", "p2"} {
