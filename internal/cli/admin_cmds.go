@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ type storeSpec struct {
 	path      string // bbolt: the database file
 	endpoints []string
 	prefix    string // etcd
+	tls       *tls.Config
 }
 
 // ErrBadStoreSpec: a store spec that does not parse.
@@ -169,7 +171,7 @@ func openSpec(ctx context.Context, s storeSpec, create bool) (store.Store, error
 // key there is a live arbiter (or one killed less than its election TTL
 // ago).
 func openAdminEtcd(ctx context.Context, s storeSpec) (store.Store, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: s.endpoints, DialTimeout: 5 * time.Second, Context: ctx})
+	cli, err := newEtcdClient(ctx, s.endpoints, s.tls)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(s.endpoints, ","), err)
 	}
@@ -202,6 +204,7 @@ var ErrStoreInUse = errors.New("the store is in use")
 // storeFlags are --data or --etcd-endpoints (with --etcd-prefix).
 type storeFlags struct {
 	data, endpoints, prefix string
+	tls                     etcdTLSFlags
 }
 
 func (f *storeFlags) bind(cmd *cobra.Command) {
@@ -209,6 +212,7 @@ func (f *storeFlags) bind(cmd *cobra.Command) {
 	fl.StringVar(&f.data, "data", os.Getenv("ARBITER_DATA"), "state directory of a bbolt store, as serve --data (env ARBITER_DATA)")
 	fl.StringVar(&f.endpoints, "etcd-endpoints", "", "URL[,URL...] of the etcd cluster of an etcd store")
 	fl.StringVar(&f.prefix, "etcd-prefix", defaultEtcdPrefix, "key prefix of the etcd store")
+	f.tls.bind(fl)
 }
 
 func (f *storeFlags) spec() (storeSpec, error) {
@@ -224,7 +228,11 @@ func (f *storeFlags) spec() (storeSpec, error) {
 		if err != nil {
 			return storeSpec{}, err
 		}
-		return storeSpec{kind: "etcd", endpoints: eps, prefix: p}, nil
+		tc, err := f.tls.config(eps)
+		if err != nil {
+			return storeSpec{}, err
+		}
+		return storeSpec{kind: "etcd", endpoints: eps, prefix: p, tls: tc}, nil
 	case f.data != "":
 		return storeSpec{kind: "bbolt", path: filepath.Join(f.data, "arbiter.db")}, nil
 	}
@@ -400,6 +408,7 @@ func restoreSnapshot(ctx context.Context, spec storeSpec, file string, o store.R
 
 func newMigrateCmd() *cobra.Command {
 	var from, to, prefix string
+	var tlsf etcdTLSFlags
 	var o store.RestoreOptions
 	cmd := &cobra.Command{
 		Use:   "migrate --from bbolt:PATH|etcd:URLS --to bbolt:PATH|etcd:URLS [--etcd-prefix P] [--force]",
@@ -427,6 +436,13 @@ short leaves the target marked as half-restored (see "snapshot restore").
 			if err != nil {
 				return fmt.Errorf("migrate: %w", err)
 			}
+			for _, sp := range []*storeSpec{&src, &dst} {
+				if sp.kind == "etcd" {
+					if sp.tls, err = tlsf.config(sp.endpoints); err != nil {
+						return fmt.Errorf("migrate: %w", err)
+					}
+				}
+			}
 			if src.same(dst) {
 				return fmt.Errorf("migrate: --from and --to name one store (%s)", src)
 			}
@@ -442,6 +458,7 @@ short leaves the target marked as half-restored (see "snapshot restore").
 	fl.StringVar(&from, "from", "", "the store to copy: bbolt:PATH or etcd:URL[,URL...]")
 	fl.StringVar(&to, "to", "", "the empty store to copy into: bbolt:PATH or etcd:URL[,URL...]")
 	fl.StringVar(&prefix, "etcd-prefix", defaultEtcdPrefix, "key prefix of the etcd store(s)")
+	tlsf.bind(fl)
 	fl.BoolVar(&o.Force, "force", false, "copy into a store that is not empty, deleting its state first")
 	return cmd
 }

@@ -2,13 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ type serveFlags struct {
 	maxGraceClass                                                []string
 	etcdEndpoints, advertise, etcdPrefix                         string
 	electionTTL                                                  time.Duration
+	etcdTLS                                                      etcdTLSFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -106,6 +108,7 @@ serve). Every replica needs the same admin token. See docs/operations.md.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.etcdEndpoints, "etcd-endpoints", envOr("ARBITER_ETCD_ENDPOINTS", ""), "URL[,URL...] of an etcd cluster to keep the state in, shared with other replicas, instead of DIR/arbiter.db (env ARBITER_ETCD_ENDPOINTS)")
 	fl.StringVar(&f.advertise, "advertise", "", "with --etcd-endpoints: the URL clients and other replicas reach this replica at (default http://LISTEN)")
+	f.etcdTLS.bind(fl)
 	fl.StringVar(&f.etcdPrefix, "etcd-prefix", "/arbiter/", "with --etcd-endpoints: prefix of every key (one prefix per arbiter cluster)")
 	fl.DurationVar(&f.electionTTL, "election-ttl", 2*time.Second, "with --etcd-endpoints: how long a leader that stopped answering keeps the leadership (etcd lease TTL, whole seconds)")
 	return cmd
@@ -239,12 +242,27 @@ func openServeStore(ctx context.Context, f serveFlags, log *slog.Logger) (store.
 		st, err := store.OpenBolt(filepath.Join(f.data, "arbiter.db"), &store.BoltOptions{MaxBatchDelay: f.batchDelay, MinBatchSize: f.batchMin})
 		return st, nil, err
 	}
-	eps := splitList(f.etcdEndpoints)
+	eps, err := parseEndpoints(f.etcdEndpoints)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: --etcd-endpoints: %w", err)
+	}
+	prefix, err := checkPrefix(f.etcdPrefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	f.etcdPrefix = prefix
 	advertise := f.advertise
 	if advertise == "" {
+		if _, port, _ := net.SplitHostPort(f.listen); port == "0" {
+			return nil, nil, errors.New("serve: --etcd-endpoints with --listen on port 0 needs --advertise (the URL other replicas and clients reach this one at)")
+		}
 		advertise = "http://" + f.listen
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Context: ctx})
+	tc, err := f.etcdTLS.config(eps)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serve: %w", err)
+	}
+	cli, err := newEtcdClient(ctx, eps, tc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serve: --etcd-endpoints: %w", err)
 	}
@@ -281,15 +299,4 @@ func clusterOf(m *cluster.Member) server.Cluster {
 		return nil
 	}
 	return m
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, x := range strings.Split(v, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }

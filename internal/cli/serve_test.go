@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,5 +48,25 @@ func TestServeRefusesUnknownScorer(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
 		t.Error("serve created its data directory before refusing the config")
+	}
+}
+
+// TestServeEtcdFlagsChecked: bad HA flags are refused before anything
+// starts, naming the flag.
+func TestServeEtcdFlagsChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--etcd-endpoints", "10.0.0.1:2379"}, "--etcd-endpoints"},
+		{[]string{"--etcd-endpoints", "http://u:p@10.0.0.1:2379"}, "--etcd-endpoints"},
+		{[]string{"--etcd-endpoints", "http://127.0.0.1:1", "--etcd-prefix", "arbiter/"}, "--etcd-prefix"},
+		{[]string{"--etcd-endpoints", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"}, "--advertise"},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"serve", "--data", t.TempDir()}, c.args...)
+		if code := Main(args, &out, &errb); code == 0 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want an error naming %s", c.args, code, errb.String(), c.want)
+		}
 	}
 }

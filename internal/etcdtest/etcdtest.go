@@ -16,6 +16,7 @@ package etcdtest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -109,7 +110,7 @@ func Start(t testing.TB, n int) *Cluster {
 	var lastErr error
 	for try := 1; try <= 3; try++ {
 		dir := filepath.Join(t.TempDir(), "etcd")
-		c, err := launch(t, bin, dir, n)
+		c, err := launch(t, bin, dir, n, nil)
 		if err == nil {
 			t.Cleanup(c.shutdown)
 			return c
@@ -124,8 +125,8 @@ func Start(t testing.TB, n int) *Cluster {
 }
 
 // launch starts the n members of a new cluster in dir and waits until healthy.
-func launch(t testing.TB, bin, dir string, n int) (*Cluster, error) {
-	c := &Cluster{t: t, bin: bin, dir: dir}
+func launch(t testing.TB, bin, dir string, n int, certs *TLSFiles) (*Cluster, error) {
+	c := &Cluster{t: t, bin: bin, dir: dir, certs: certs}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return c, err
 	}
@@ -140,6 +141,7 @@ func launch(t testing.TB, bin, dir string, n int) (*Cluster, error) {
 			dataDir:    filepath.Join(dir, fmt.Sprintf("member-%d", i)),
 			logPath:    filepath.Join(dir, fmt.Sprintf("member-%d.log", i)),
 			clientPort: ports[2*i],
+			secure:     certs != nil,
 			peerPort:   ports[2*i+1],
 		}
 		c.members = append(c.members, m)
@@ -167,6 +169,8 @@ type Cluster struct {
 	initialCluster string
 	token          string
 
+	certs *TLSFiles // nil: plain http
+
 	mu      sync.Mutex
 	members []*member
 }
@@ -190,19 +194,19 @@ func (c *Cluster) Dir() string { return c.dir }
 // Client returns a client on every endpoint, closed in t.Cleanup.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	return newClient(t, c.Endpoints()...)
+	return newClient(t, c.ClientTLS(), c.Endpoints()...)
 }
 
 // MemberClient returns a client on member i's endpoint only, closed in
 // t.Cleanup; with clientv3.WithSerializable it reads that member's own state.
 func (c *Cluster) MemberClient(t testing.TB, i int) *clientv3.Client {
 	t.Helper()
-	return newClient(t, c.Endpoint(i))
+	return newClient(t, c.ClientTLS(), c.Endpoint(i))
 }
 
-func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
+func newClient(t testing.TB, tc *tls.Config, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, TLS: tc})
 	if err != nil {
 		t.Fatalf("etcdtest: client on %v: %v", endpoints, err)
 	}
@@ -273,7 +277,7 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 		if st != running {
 			continue
 		}
-		resp, err := status(ctx, m.clientURL(), time.Second)
+		resp, err := status(ctx, m.clientURL(), time.Second, c.ClientTLS())
 		if err != nil {
 			errs = append(errs, fmt.Errorf("member %d: %w", i, err))
 			continue
@@ -309,16 +313,16 @@ func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
 // status asks the member at endpoint for its Status over a connection of its
 // own. A member whose port refuses connections (killed, or still starting)
 // fails at once rather than after the timeout.
-func status(ctx context.Context, endpoint string, timeout time.Duration) (*clientv3.StatusResponse, error) {
+func status(ctx context.Context, endpoint string, timeout time.Duration, tc *tls.Config) (*clientv3.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(endpoint, "http://"))
+	conn, err := d.DialContext(ctx, "tcp", strings.TrimPrefix(strings.TrimPrefix(endpoint, "http://"), "https://"))
 	if err != nil {
 		return nil, err
 	}
 	_ = conn.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: timeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: timeout, Logger: zap.NewNop(), TLS: tc})
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +358,7 @@ func (c *Cluster) waitHealthy(ctx context.Context) error {
 // waitStatus polls member m's Status until it answers, m exits, or ctx ends.
 func (c *Cluster) waitStatus(ctx context.Context, m *member) (*clientv3.StatusResponse, error) {
 	for {
-		resp, err := status(ctx, m.clientURL(), time.Second)
+		resp, err := status(ctx, m.clientURL(), time.Second, c.ClientTLS())
 		if err == nil {
 			return resp, nil
 		}
@@ -416,6 +420,10 @@ func (c *Cluster) spawn(m *member) error {
 		"--election-timeout", "500",
 		"--log-level", "warn",
 	)
+	if c.certs != nil {
+		cmd.Args = append(cmd.Args, "--cert-file", c.certs.serverCert, "--key-file", c.certs.serverKey,
+			"--trusted-ca-file", c.certs.CA, "--client-cert-auth")
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {

@@ -49,7 +49,7 @@ func memberIDs(t *testing.T, c *Cluster) []uint64 {
 	t.Helper()
 	ids := make([]uint64, len(c.members))
 	for i := range c.members {
-		resp, err := status(context.Background(), c.Endpoint(i), 2*time.Second)
+		resp, err := status(context.Background(), c.Endpoint(i), 2*time.Second, nil)
 		if err != nil {
 			t.Fatalf("status of member %d: %v", i, err)
 		}
@@ -72,7 +72,7 @@ func TestThreeMembersElectALeader(t *testing.T) {
 	// Every member must name the member Leader returned.
 	ids := memberIDs(t, c)
 	for i := range c.members {
-		resp, err := status(ctx, c.Endpoint(i), 2*time.Second)
+		resp, err := status(ctx, c.Endpoint(i), 2*time.Second, c.ClientTLS())
 		if err != nil {
 			t.Fatalf("status of member %d: %v", i, err)
 		}
@@ -239,7 +239,7 @@ func TestScript(t *testing.T) {
 	if len(eps) != 3 {
 		t.Fatalf("etcd.sh cluster printed %q, want 3 comma-separated endpoints", out)
 	}
-	cli := newClient(t, eps...)
+	cli := newClient(t, nil, eps...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := put(ctx, cli, "script", "ok"); err != nil {

@@ -49,6 +49,7 @@ type member struct {
 	name                 string
 	dataDir, logPath     string
 	clientPort, peerPort int
+	secure               bool // clients speak TLS (StartTLS)
 
 	cmd     *exec.Cmd
 	state   state
@@ -56,8 +57,13 @@ type member struct {
 	waitErr error         // cmd.Wait's result, set before exited closes
 }
 
-func (m *member) clientURL() string { return "http://127.0.0.1:" + strconv.Itoa(m.clientPort) }
-func (m *member) peerURL() string   { return "http://127.0.0.1:" + strconv.Itoa(m.peerPort) }
+func (m *member) clientURL() string {
+	if m.secure {
+		return "https://127.0.0.1:" + strconv.Itoa(m.clientPort)
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(m.clientPort)
+}
+func (m *member) peerURL() string { return "http://127.0.0.1:" + strconv.Itoa(m.peerPort) }
 
 // kill sends SIGKILL (a stopped process dies of it too) and waits for the exit.
 func (m *member) kill() error {

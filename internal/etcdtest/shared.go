@@ -26,7 +26,7 @@ func Shared(t testing.TB) *Cluster {
 		}
 		var c *Cluster
 		for try := 0; try < 3; try++ {
-			if c, shared.err = launch(t, bin, shared.dir+"/etcd", 1); shared.err == nil {
+			if c, shared.err = launch(t, bin, shared.dir+"/etcd", 1, nil); shared.err == nil {
 				break
 			}
 			c.shutdown()

@@ -1,5 +1,3 @@
-//go:build kubee2e
-
 package kube
 
 import (

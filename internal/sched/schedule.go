@@ -287,9 +287,6 @@ type claim struct {
 	// the GPUs per replica.
 	perGPU int32
 	count  int
-	// cpu and mem are a replica's CPU and memory (w's, read once per
-	// claim: the node predicate asks them of every node it looks at).
-	cpu, mem int64
 	// within is true when the claim fits in the tenant's guarantee;
 	// borrow is how much of it lies beyond the guarantee.
 	within bool
@@ -549,8 +546,7 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 }
 
 func (s *snapshot) newClaim(w *workload.Workload, t int, c candidate) *claim {
-	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1,
-		cpu: int64(w.CPU), mem: int64(w.Memory)}
+	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1}
 	if w.GPUs < resource.PerGPU {
 		cl.perGPU, cl.count = int32(w.GPUs), 1
 	} else {
@@ -834,7 +830,7 @@ func pickGPUs(free []int32, milli int32, count int) []int {
 // is counted apart, by slots.
 func (s *snapshot) nodeAdmits(cl *claim, i int, cpu, mem int64) bool {
 	// A node that is down is in no pool (pool -1, see instantiate).
-	return s.nodes[i].pool >= 0 && cpu >= cl.cpu && mem >= cl.mem
+	return s.nodes[i].pool >= 0 && cpu >= int64(cl.w.CPU) && mem >= int64(cl.w.Memory)
 }
 
 // replicasFit is how many replicas of the claim node i can take, given
@@ -865,11 +861,11 @@ func (s *snapshot) admitReplicas(cl *claim, i, n int, cpu, mem int64) int {
 	if n == 0 || !s.nodeAdmits(cl, i, cpu, mem) {
 		return 0
 	}
-	if cl.cpu > 0 {
-		n = min(n, int(cpu/cl.cpu))
+	if c := int64(cl.w.CPU); c > 0 {
+		n = min(n, int(cpu/c))
 	}
-	if cl.mem > 0 {
-		n = min(n, int(mem/cl.mem))
+	if m := int64(cl.w.Memory); m > 0 {
+		n = min(n, int(mem/m))
 	}
 	return n
 }
@@ -881,12 +877,11 @@ func (s *snapshot) fits(cl *claim, i int) bool {
 	if !s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) {
 		return false
 	}
-	return s.gpuRoom(cl, i)
+	return gpuRoom(cl, ns)
 }
 
-// gpuRoom reports whether node i has GPUs free for one replica now.
-func (s *snapshot) gpuRoom(cl *claim, i int) bool {
-	ns := &s.nodes[i]
+// gpuRoom reports whether node ns has GPUs free for one replica now.
+func gpuRoom(cl *claim, ns *nodeState) bool {
 	if cl.perGPU == resource.PerGPU {
 		return ns.whole >= cl.count
 	}

@@ -141,7 +141,7 @@ func (r *replica) role() string {
 	return body["role"]
 }
 
-func startHA(t *testing.T, n int, etcdEndpoints []string, cfg string) []*replica {
+func startHA(t *testing.T, n int, etcdEndpoints []string, cfg string, extra ...string) []*replica {
 	t.Helper()
 	ports := freePorts(t, n)
 	var rs []*replica
@@ -149,6 +149,7 @@ func startHA(t *testing.T, n int, etcdEndpoints []string, cfg string) []*replica
 		r := &replica{t: t, port: ports[i], url: fmt.Sprintf("http://127.0.0.1:%d", ports[i]), data: filepath.Join(t.TempDir(), fmt.Sprint("r", i)),
 			args: []string{"--etcd-endpoints", strings.Join(etcdEndpoints, ","), "--etcd-prefix", haPrefix, "--election-ttl", "1s",
 				"--config", cfg, "--interval", "200ms", "--rate-limit", "-1", "--rate-limit-per-source", "-1", "--log-level", "warn"}}
+		r.args = append(r.args, extra...)
 		r.start()
 		t.Cleanup(r.kill)
 		rs = append(rs, r)
@@ -504,4 +505,78 @@ func creationAt(ctx context.Context, cli *clientv3.Client, key string, rev int64
 		return -1
 	}
 	return resp.Kvs[0].CreateRevision
+}
+
+// TestHAFollower: a follower answers reads from its copy of the store,
+// sends writes to the leader with a 307 naming it, and so do the reads of
+// state only the leader computes; /v1/cluster names the leader on both.
+// The replicas reach etcd over TLS with client certificates.
+func TestHAFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real etcd cluster and arbiter replicas")
+	}
+	ec := etcdtest.StartTLS(t, 1)
+	cfg := writeFile(t, t.TempDir(), "fleet.yaml", haFleet)
+	files := ec.TLS()
+	rs := startHA(t, 2, ec.Endpoints(), cfg, "--etcd-cacert", files.CA, "--etcd-cert", files.Cert, "--etcd-key", files.Key)
+	leader := leaderOf(rs)
+	follower := rs[0]
+	if follower == leader {
+		follower = rs[1]
+	}
+	waitFor(t, 10*time.Second, "the follower ready", func() bool { return follower.role() == "follower" })
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	call := func(method, url, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		return resp, b.String()
+	}
+	// A tenant made through the leader shows on the follower, read there.
+	if resp, body := call("POST", leader.url+"/v1/tenants", `{"name":"carol"}`); resp.StatusCode != 201 {
+		t.Fatalf("create on the leader: %d %s", resp.StatusCode, body)
+	}
+	waitFor(t, 10*time.Second, "the follower to read the new tenant", func() bool {
+		resp, body := call("GET", follower.url+"/v1/tenants/carol", "")
+		return resp.StatusCode == 200 && strings.Contains(body, `"carol"`)
+	})
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/tenants", `{"name":"dave"}`},
+		{"DELETE", "/v1/tenants/carol", ""},
+		{"GET", "/v1/tenants/acme/workloads", ""},
+		{"GET", "/v1/spot-prices", ""},
+	} {
+		resp, body := call(c.method, follower.url+c.path, c.body)
+		if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != leader.url+c.path || resp.Header.Get(api.LeaderHeader) != leader.url {
+			t.Errorf("%s %s on the follower: %d Location %q, want 307 to %s: %s", c.method, c.path, resp.StatusCode, resp.Header.Get("Location"), leader.url+c.path, body)
+		}
+	}
+	if resp, _ := call("GET", follower.url+"/v1/tenants/dave", ""); resp.StatusCode != 404 {
+		t.Errorf("the redirected create was made by the follower: %d", resp.StatusCode)
+	}
+	for _, r := range rs {
+		var info api.ClusterInfo
+		resp, body := call("GET", r.url+"/v1/cluster", "")
+		if err := json.Unmarshal([]byte(body), &info); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("cluster on %s: %d %s", r.url, resp.StatusCode, body)
+		}
+		if info.Leader != leader.url || info.Self != r.url || len(info.Replicas) != 2 {
+			t.Errorf("cluster on %s: %+v, want leader %s and 2 replicas", r.url, info, leader.url)
+		}
+	}
 }

@@ -18,7 +18,7 @@ import (
 // the tenant of the path: another tenant's identical key is another key,
 // and its answers say nothing of the first tenant's. Keys are kept
 // idempotencyTTL, then pruned (pruneLoop); a tenant holds at most
-// maxIdempotencyKeys of them.
+// maxIdempotencyKeys of them, the oldest forgotten first.
 
 const (
 	idempotencyTTL = 24 * time.Hour
@@ -27,8 +27,8 @@ const (
 )
 
 // maxIdempotencyKeys bounds the keys a tenant holds at once (a variable
-// for the tests).
-var maxIdempotencyKeys = 10000
+// for the tests): about 8 MB of store per tenant at most.
+var maxIdempotencyKeys = 20000
 
 // parseIdempotencyKey reads the request's Idempotency-Key: "" when there
 // is none; a 400 naming the header when it is repeated, empty, longer
@@ -125,8 +125,8 @@ func (c *idemClaim) record(tx store.ReadTx, now time.Time) (*store.IdempotencyRe
 }
 
 // keep records c's key for the workload x just written in tx, replacing
-// a record that no longer holds; at the tenant's bound it refuses (409,
-// nothing written).
+// a record that no longer holds; at the tenant's bound the tenant's
+// oldest key is deleted.
 func (c *idemClaim) keep(tx store.WriteTx, x *store.Workload, now time.Time) error {
 	old, _, err := c.record(tx, now)
 	if err != nil {
@@ -137,9 +137,12 @@ func (c *idemClaim) keep(tx store.WriteTx, x *store.Workload, now time.Time) err
 			return err
 		}
 	}
-	if n := store.IdempotencyKeys(tx, c.tenant); n >= int64(maxIdempotencyKeys) {
-		return apiErr(http.StatusConflict, api.CodeLimitExceeded, fieldIdempotencyKey,
-			"tenant %q holds %d idempotency keys from the last %s, the most it may; submit without Idempotency-Key or later", c.tenant, n, idempotencyTTL)
+	// At the bound the oldest key is forgotten: retries come within
+	// seconds, and a tenant's submissions are never refused for it.
+	for n := store.IdempotencyKeys(tx, c.tenant); n >= int64(maxIdempotencyKeys); n-- {
+		if err := store.EvictOldestIdempotency(tx, c.tenant); err != nil {
+			return err
+		}
 	}
 	t, err := store.Get[store.Tenant](tx, c.tenant)
 	if err != nil {

@@ -63,30 +63,32 @@ func checkPruned(tx store.ReadTx, after int64) error {
 	return nil
 }
 
-// pruneLoop prunes every pruneEvery until ctx ends.
-// Idempotency keys past their 24 hours are pruned on the same beat.
+// pruneLoop prunes every pruneEvery until ctx ends: the events past
+// retention (when there is one) and the idempotency keys past their 24
+// hours.
 func (s *Server) pruneLoop(ctx context.Context) {
 	events := s.opts.EventRetention > 0 || s.opts.EventHistory > 0
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
 	for {
-		if !events {
-			// no event retention: the log is kept whole
-		} else if n, err := s.PruneEvents(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("pruning events", "err", err)
-		} else if n > 0 {
-			s.log.Info("pruned events", "deleted", n)
+		if events {
+			s.logPruned(ctx, "events", func() (int, error) { return s.PruneEvents(ctx) })
 		}
-		if n, err := s.PruneIdempotencyKeys(ctx, s.now()); err != nil && ctx.Err() == nil {
-			s.log.Error("pruning idempotency keys", "err", err)
-		} else if n > 0 {
-			s.log.Info("pruned idempotency keys", "deleted", n)
-		}
+		s.logPruned(ctx, "idempotency keys", func() (int, error) { return s.PruneIdempotencyKeys(ctx, s.now()) })
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// logPruned runs one pruning and logs what it did.
+func (s *Server) logPruned(ctx context.Context, what string, prune func() (int, error)) {
+	if n, err := prune(); err != nil && ctx.Err() == nil {
+		s.log.Error("pruning "+what, "err", err)
+	} else if n > 0 {
+		s.log.Info("pruned "+what, "deleted", n)
 	}
 }
 

@@ -14,10 +14,12 @@ import (
 // revision):
 //
 //   - KindIdempotency: tenant/key → an IdempotencyRecord;
-//   - KindIdempotencyExpiry: RevKey(unix nanos of At)/tenant/key, in time
-//     order, so that the pruner deletes the oldest without a scan of all;
+//   - KindIdempotencyExpiry: tenant/RevKey(unix nanos of At)/key, each
+//     tenant's keys in time order, so that the pruner and the bound
+//     (EvictOldestIdempotency) find the oldest without a scan of all;
 //   - KindCount "idem/tenant": how many records the tenant holds, so that
-//     a submission checks the tenant's bound without a scan.
+//     a submission checks the tenant's bound without a scan, and the
+//     pruner finds the tenants that hold any.
 //
 // PutIdempotency and DeleteIdempotency keep the three together.
 const (
@@ -42,10 +44,12 @@ type IdempotencyRecord struct {
 	At            time.Time `json:"at"`
 }
 
-func idemCountKey(tenant string) string { return "idem/" + tenant }
+const idemCountPrefix = "idem/"
+
+func idemCountKey(tenant string) string { return idemCountPrefix + tenant }
 
 func idemExpiryKey(at time.Time, tenant, key string) string {
-	return RevKey(at.UnixNano()) + "/" + scoped(tenant, key)
+	return tenant + "/" + RevKey(at.UnixNano()) + "/" + key
 }
 
 // GetIdempotency returns the tenant's record of key, nil when there is none.
@@ -102,63 +106,105 @@ func DeleteIdempotency(tx WriteTx, r *IdempotencyRecord) error {
 	return addCount(tx, idemCountKey(r.Tenant), -1)
 }
 
-// PruneIdempotency deletes, oldest first, at most limit records made
-// before cutoff (with their expiry entries and counts) and returns how
-// many entries it removed. An expiry entry whose record is gone or newer
-// is removed alone.
-func PruneIdempotency(tx WriteTx, cutoff time.Time, limit int) (int, error) {
-	type entry struct {
-		key         string
-		tenant, idk string
-		at          time.Time
-	}
-	var doomed []entry
+// idemEntry is one expiry entry.
+type idemEntry struct {
+	raw         string // the entry's key
+	tenant, key string
+	nanos       int64
+}
+
+// oldestIdempotency calls fn with the tenant's expiry entries, oldest
+// first, until fn returns false.
+func oldestIdempotency(tx ReadTx, tenant string, fn func(idemEntry) bool) error {
 	var err error
-	end := RevKey(cutoff.UnixNano())
-	tx.ScanRaw(KindIdempotencyExpiry, "", "", func(ek string, _ []byte) bool {
-		ts, rest, ok := strings.Cut(ek, "/")
-		if !ok || ts >= end {
-			return false
-		}
+	prefix := tenant + "/"
+	tx.ScanRaw(KindIdempotencyExpiry, prefix, "", func(ek string, _ []byte) bool {
+		ts, key, ok := strings.Cut(strings.TrimPrefix(ek, prefix), "/")
 		nanos, perr := ParseRevKey(ts)
-		if perr != nil {
-			err = fmt.Errorf("store: idempotency expiry entry %q: %w", ek, perr)
+		if !ok || perr != nil {
+			err = fmt.Errorf("store: malformed idempotency expiry entry %q", ek)
 			return false
 		}
-		tenant, key := SplitKey(rest)
-		doomed = append(doomed, entry{ek, tenant, key, time.Unix(0, nanos)})
-		return len(doomed) < limit
+		return fn(idemEntry{ek, tenant, key, nanos})
 	})
+	return err
+}
+
+// idemTenants returns the tenants that hold keys, from their counters.
+func idemTenants(tx ReadTx) []string {
+	var out []string
+	tx.ScanRaw(KindCount, idemCountPrefix, "", func(k string, _ []byte) bool {
+		out = append(out, strings.TrimPrefix(k, idemCountPrefix))
+		return true
+	})
+	return out
+}
+
+// deleteEntry removes an expiry entry and, when its record is the one it
+// was written for, the record (an entry whose record is gone or newer is
+// removed alone).
+func deleteEntry(tx WriteTx, e idemEntry) error {
+	r, err := GetIdempotency(tx, e.tenant, e.key)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	for _, d := range doomed {
-		r, err := GetIdempotency(tx, d.tenant, d.idk)
+	if r != nil && r.At.UnixNano() == e.nanos {
+		return DeleteIdempotency(tx, r)
+	}
+	return tx.DeleteRaw(KindIdempotencyExpiry, e.raw)
+}
+
+// EvictOldestIdempotency deletes the tenant's oldest key (a tenant at its
+// bound forgets the oldest first).
+func EvictOldestIdempotency(tx WriteTx, tenant string) error {
+	var oldest *idemEntry
+	if err := oldestIdempotency(tx, tenant, func(e idemEntry) bool { oldest = &e; return false }); err != nil || oldest == nil {
+		return err
+	}
+	return deleteEntry(tx, *oldest)
+}
+
+// PruneIdempotency deletes, oldest first per tenant, at most limit keys
+// made before cutoff (with their expiry entries and counts) and returns
+// how many entries it removed.
+func PruneIdempotency(tx WriteTx, cutoff time.Time, limit int) (int, error) {
+	var doomed []idemEntry
+	end := cutoff.UnixNano()
+	for _, tenant := range idemTenants(tx) {
+		err := oldestIdempotency(tx, tenant, func(e idemEntry) bool {
+			if e.nanos >= end {
+				return false
+			}
+			doomed = append(doomed, e)
+			return len(doomed) < limit
+		})
 		if err != nil {
 			return 0, err
 		}
-		if r != nil && r.At.UnixNano() == d.at.UnixNano() {
-			if err := DeleteIdempotency(tx, r); err != nil {
-				return 0, err
-			}
-			continue
+		if len(doomed) >= limit {
+			break
 		}
-		if err := tx.DeleteRaw(KindIdempotencyExpiry, d.key); err != nil {
+	}
+	for _, e := range doomed {
+		if err := deleteEntry(tx, e); err != nil {
 			return 0, err
 		}
 	}
 	return len(doomed), nil
 }
 
-// IdempotencyExpired reports whether any record was made before cutoff
-// (one key read: the pruner writes only when there is work).
+// IdempotencyExpired reports whether any key was made before cutoff (one
+// read per tenant holding keys: the pruner writes only when there is
+// work).
 func IdempotencyExpired(tx ReadTx, cutoff time.Time) bool {
-	end, found := RevKey(cutoff.UnixNano()), false
-	tx.ScanRaw(KindIdempotencyExpiry, "", "", func(ek string, _ []byte) bool {
-		found = ek < end
-		return false
-	})
-	return found
+	end, found := cutoff.UnixNano(), false
+	for _, tenant := range idemTenants(tx) {
+		oldestIdempotency(tx, tenant, func(e idemEntry) bool { found = e.nanos < end; return false })
+		if found {
+			return true
+		}
+	}
+	return false
 }
 
 // rebuildIdempotencyCounts counts every tenant's records again
