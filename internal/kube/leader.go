@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,12 +52,18 @@ func RunLeader(ctx context.Context, client kubernetes.Interface, l Lease, log *s
 		LockConfig: resourcelock.ResourceLockConfig{Identity: l.Identity},
 	}
 	lost := false
+	var started atomic.Bool
+	done := make(chan struct{})
+	// ReleaseOnCancel is off: client-go releases the Lease while run may
+	// still be binding; RunLeader releases it once run has returned.
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, ReleaseOnCancel: true,
+		Lock:          lock,
 		LeaseDuration: l.Duration, RenewDeadline: l.RenewDeadline, RetryPeriod: l.RetryPeriod,
 		Name: l.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
+				started.Store(true)
+				defer close(done)
 				log.Info("leading", "lease", l.Namespace+"/"+l.Name, "identity", l.Identity)
 				run(ctx)
 			},
@@ -70,8 +77,30 @@ func RunLeader(ctx context.Context, client kubernetes.Interface, l Lease, log *s
 		return err
 	}
 	le.Run(ctx)
+	if started.Load() {
+		<-done
+		release(client, l)
+	}
 	if lost {
 		return ErrLostLease
 	}
 	return nil
+}
+
+// release gives the Lease up, if this replica still holds it, so that the
+// next replica need not wait for it to expire: as client-go's release, but
+// only after run returned.
+func release(client kubernetes.Interface, l Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.RenewDeadline)
+	defer cancel()
+	leases := client.CoordinationV1().Leases(l.Namespace)
+	lease, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != l.Identity {
+		return
+	}
+	one := int32(1)
+	now := metav1.NowMicro()
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = nil, &one
+	lease.Spec.RenewTime, lease.Spec.AcquireTime = &now, &now
+	_, _ = leases.Update(ctx, lease, metav1.UpdateOptions{})
 }
