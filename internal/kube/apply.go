@@ -58,6 +58,7 @@ func (a *Applier) Apply(ctx context.Context, c *Cycle, plan *sched.Plan) Result 
 		a.evict(ctx, c, p, &res)
 	}
 	done := map[workload.ID]bool{}
+	var binds []bindJob
 	for _, pl := range plan.Placements {
 		if done[pl.Workload] {
 			continue
@@ -74,8 +75,9 @@ func (a *Applier) Apply(ctx context.Context, c *Cycle, plan *sched.Plan) Result 
 			}
 			continue
 		}
-		a.bind(ctx, g, plan.Placements, &res)
+		binds = a.bindJobs(g, plan.Placements, binds)
 	}
+	a.bindAll(ctx, binds, &res)
 	for _, p := range plan.Pending {
 		g := c.Groups[p.Workload]
 		if g == nil {
@@ -93,34 +95,77 @@ func (a *Applier) Apply(ctx context.Context, c *Cycle, plan *sched.Plan) Result 
 	return res
 }
 
-// bind binds every replica of one workload's placements.
-func (a *Applier) bind(ctx context.Context, g *Group, pls []sched.Placement, res *Result) {
+// bindJob is one pod to bind where a placement put it.
+type bindJob struct {
+	pod *corev1.Pod
+	pl  sched.Placement
+}
+
+// bindJobs appends one job per replica of one workload's placements.
+func (a *Applier) bindJobs(g *Group, pls []sched.Placement, out []bindJob) []bindJob {
 	for _, pl := range pls {
 		if pl.Workload != g.ID || pl.Replica < 0 || pl.Replica >= len(g.Pods) {
 			continue
 		}
-		pod := g.Pods[pl.Replica]
-		if pod.Spec.NodeName != "" {
-			continue
+		if pod := g.Pods[pl.Replica]; pod.Spec.NodeName == "" {
+			out = append(out, bindJob{pod, pl})
 		}
-		ann := map[string]string{AnnotationGPUIndices: FormatGPUIndices(pl.GPUs)}
-		if pl.Milli > 0 && pl.Milli < resource.PerGPU {
-			ann[AnnotationMilliGranted] = fmt.Sprint(pl.Milli)
-		}
-		b := &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: string(pl.Node)},
-		}
-		if err := a.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
-			res.Errors = append(res.Errors, fmt.Errorf("bind %s/%s to %s: %w", pod.Namespace, pod.Name, pl.Node, err))
-			continue
-		}
-		res.Bound++
-		if a.Assumed != nil {
-			a.Assumed.Add(pod.UID, string(pl.Node), ann, a.now())
-		}
-		a.event(ctx, pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Arbiter bound %s/%s to %s (GPUs %s)", pod.Namespace, pod.Name, pl.Node, ann[AnnotationGPUIndices]))
 	}
+	return out
+}
+
+// BindWorkers is how many bindings are in flight at once (the API server
+// answers each in a round trip; one at a time would bound a cycle to a few
+// hundred pods a second).
+const BindWorkers = 16
+
+// bindAll binds the jobs, BindWorkers at a time.
+func (a *Applier) bindAll(ctx context.Context, jobs []bindJob, res *Result) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan bindJob)
+	for w := 0; w < min(BindWorkers, len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				err := a.bind(ctx, j.pod, j.pl)
+				mu.Lock()
+				if err != nil {
+					res.Errors = append(res.Errors, err)
+				} else {
+					res.Bound++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+}
+
+// bind binds one pod through pods/binding, with the GPU indices chosen in
+// its annotations, and remembers the binding until the cache shows it.
+func (a *Applier) bind(ctx context.Context, pod *corev1.Pod, pl sched.Placement) error {
+	ann := map[string]string{AnnotationGPUIndices: FormatGPUIndices(pl.GPUs)}
+	if pl.Milli > 0 && pl.Milli < resource.PerGPU {
+		ann[AnnotationMilliGranted] = fmt.Sprint(pl.Milli)
+	}
+	b := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: string(pl.Node)},
+	}
+	if err := a.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("bind %s/%s to %s: %w", pod.Namespace, pod.Name, pl.Node, err)
+	}
+	if a.Assumed != nil {
+		a.Assumed.Add(pod.UID, string(pl.Node), ann, a.now())
+	}
+	a.event(ctx, pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Arbiter bound %s/%s to %s (GPUs %s)", pod.Namespace, pod.Name, pl.Node, ann[AnnotationGPUIndices]))
+	return nil
 }
 
 // evict asks the Eviction API to evict a preemption's victims with their
