@@ -40,6 +40,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newEventsCmd(),
 		newTokenCmd(),
 		newAdminCmd(),
+		newKubeCmd(),
 	)
 	return root
 }

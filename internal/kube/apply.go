@@ -1,0 +1,316 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// Reason codes Arbiter writes besides the core's.
+const (
+	// ReasonPreempting: the pod's place is being freed; it is bound once
+	// the victims are gone.
+	ReasonPreempting = "Preempting"
+	// maxMessage bounds a condition or event message.
+	maxMessage = 1024
+)
+
+// Applier carries a plan out through the API.
+type Applier struct {
+	Client        kubernetes.Interface
+	SchedulerName string
+	Log           *slog.Logger
+	Assumed       *Assumed
+	Now           func() time.Time
+}
+
+// Result counts what one Apply did.
+type Result struct {
+	Bound, Evicted, EvictionsRefused, Waiting, Conditions int
+	Errors                                                []error
+}
+
+// Apply binds the placements whose victims are gone, evicts the
+// preemptions' victims, and writes why-pending.
+func (a *Applier) Apply(ctx context.Context, c *Cycle, plan *sched.Plan) Result {
+	var res Result
+	waiting := map[workload.ID]int{}
+	for _, pl := range plan.Placements {
+		if pl.AfterPreemption {
+			waiting[pl.Workload]++
+		}
+	}
+	for _, p := range plan.Preemptions {
+		a.evict(ctx, c, p, &res)
+	}
+	done := map[workload.ID]bool{}
+	var binds []bindJob
+	for _, pl := range plan.Placements {
+		if done[pl.Workload] {
+			continue
+		}
+		done[pl.Workload] = true
+		g := c.Groups[pl.Workload]
+		if g == nil {
+			continue
+		}
+		if waiting[pl.Workload] > 0 {
+			res.Waiting++
+			for _, p := range g.Pods {
+				a.condition(ctx, p, ReasonPreempting, "waiting for preempted pods to exit before binding", &res)
+			}
+			continue
+		}
+		binds = a.bindJobs(g, plan.Placements, binds)
+	}
+	a.bindAll(ctx, binds, &res)
+	for _, p := range plan.Pending {
+		g := c.Groups[p.Workload]
+		if g == nil {
+			continue
+		}
+		for _, pod := range g.Pods {
+			if pod.Spec.NodeName == "" {
+				a.condition(ctx, pod, string(p.Code), p.Reason, &res)
+			}
+		}
+	}
+	for _, p := range c.Problems {
+		a.condition(ctx, p.Pod, p.Code, p.Msg, &res)
+	}
+	return res
+}
+
+// bindJob is one pod to bind where a placement put it.
+type bindJob struct {
+	pod *corev1.Pod
+	pl  sched.Placement
+}
+
+// bindJobs appends one job per replica of one workload's placements.
+func (a *Applier) bindJobs(g *Group, pls []sched.Placement, out []bindJob) []bindJob {
+	for _, pl := range pls {
+		if pl.Workload != g.ID || pl.Replica < 0 || pl.Replica >= len(g.Pods) {
+			continue
+		}
+		if pod := g.Pods[pl.Replica]; pod.Spec.NodeName == "" {
+			out = append(out, bindJob{pod, pl})
+		}
+	}
+	return out
+}
+
+// BindWorkers is how many bindings are in flight at once (the API server
+// answers each in a round trip; one at a time would bound a cycle to a few
+// hundred pods a second).
+const BindWorkers = 16
+
+// bindAll binds the jobs, BindWorkers at a time.
+func (a *Applier) bindAll(ctx context.Context, jobs []bindJob, res *Result) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan bindJob)
+	for w := 0; w < min(BindWorkers, len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				err := a.bind(ctx, j.pod, j.pl)
+				mu.Lock()
+				if err != nil {
+					res.Errors = append(res.Errors, err)
+				} else {
+					res.Bound++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+}
+
+// bind binds one pod through pods/binding, with the GPU indices chosen in
+// its annotations, and remembers the binding until the cache shows it.
+func (a *Applier) bind(ctx context.Context, pod *corev1.Pod, pl sched.Placement) error {
+	ann := map[string]string{AnnotationGPUIndices: FormatGPUIndices(pl.GPUs)}
+	if pl.Milli > 0 && pl.Milli < resource.PerGPU {
+		ann[AnnotationMilliGranted] = fmt.Sprint(pl.Milli)
+	}
+	b := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: string(pl.Node)},
+	}
+	if err := a.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("bind %s/%s to %s: %w", pod.Namespace, pod.Name, pl.Node, err)
+	}
+	if a.Assumed != nil {
+		a.Assumed.Add(pod.UID, string(pl.Node), ann, a.now())
+	}
+	a.event(ctx, pod, corev1.EventTypeNormal, "Scheduled", fmt.Sprintf("Arbiter bound %s/%s to %s (GPUs %s)", pod.Namespace, pod.Name, pl.Node, ann[AnnotationGPUIndices]))
+	return nil
+}
+
+// evict asks the Eviction API to evict a preemption's victims with their
+// own grace period; the API enforces PodDisruptionBudgets (429: not now).
+// Victims of a failed node (no claimant) are left to Kubernetes' node
+// lifecycle.
+func (a *Applier) evict(ctx context.Context, c *Cycle, p sched.Preemption, res *Result) {
+	g := c.Groups[p.Workload]
+	if g == nil || p.By == "" {
+		return
+	}
+	for _, pod := range g.Pods {
+		if pod.DeletionTimestamp != nil || pod.Spec.SchedulerName != a.SchedulerName {
+			continue
+		}
+		uid := pod.UID
+		ev := &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: pod.Spec.TerminationGracePeriodSeconds, Preconditions: &metav1.Preconditions{UID: &uid}},
+		}
+		err := a.Client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
+		switch {
+		case err == nil:
+			res.Evicted++
+			a.event(ctx, pod, corev1.EventTypeWarning, "Preempted", fmt.Sprintf("evicted by Arbiter for %s: %s", p.By, p.Reason))
+		case apierrors.IsTooManyRequests(err):
+			res.EvictionsRefused++
+			a.event(ctx, pod, corev1.EventTypeWarning, "EvictionRefused", fmt.Sprintf("Arbiter's eviction for %s refused (PodDisruptionBudget): %v", p.By, err))
+		case apierrors.IsNotFound(err):
+		default:
+			res.Errors = append(res.Errors, fmt.Errorf("evict %s/%s: %w", pod.Namespace, pod.Name, err))
+		}
+	}
+}
+
+// condition sets the pod's PodScheduled=False condition to Arbiter's code
+// and message, with an Event, when it changed.
+func (a *Applier) condition(ctx context.Context, pod *corev1.Pod, code, msg string, res *Result) {
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage]
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == code && c.Message == msg {
+			return
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: code, Message: msg,
+		LastTransitionTime: metav1.NewTime(a.now()),
+	}}}})
+	if _, err := a.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		if !apierrors.IsNotFound(err) {
+			res.Errors = append(res.Errors, fmt.Errorf("condition of %s/%s: %w", pod.Namespace, pod.Name, err))
+		}
+		return
+	}
+	res.Conditions++
+	a.event(ctx, pod, corev1.EventTypeWarning, code, msg)
+}
+
+// event records an Event about a pod (best effort).
+func (a *Applier) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg string) {
+	now := metav1.NewTime(a.now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Reason:         reason, Message: msg, Type: typ, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now,
+		Source:              corev1.EventSource{Component: a.SchedulerName},
+		ReportingController: "arbiter.dev/" + a.SchedulerName,
+	}
+	if _, err := a.Client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && a.Log != nil {
+		a.Log.Debug("event not recorded", "pod", podKey(pod), "err", err)
+	}
+}
+
+func (a *Applier) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Assumed remembers the bindings Arbiter made until the pod cache shows
+// them, so that a lagging cache never makes a cycle place two pods on the
+// same GPUs (as kube-scheduler's assume cache).
+type Assumed struct {
+	mu  sync.Mutex
+	ttl time.Duration
+	m   map[types.UID]assumption
+}
+
+type assumption struct {
+	node  string
+	ann   map[string]string
+	until time.Time
+}
+
+// NewAssumed makes an assume cache whose entries expire after ttl.
+func NewAssumed(ttl time.Duration) *Assumed {
+	return &Assumed{ttl: ttl, m: map[types.UID]assumption{}}
+}
+
+// Add assumes pod uid is bound to node with the annotations.
+func (a *Assumed) Add(uid types.UID, node string, ann map[string]string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.m[uid] = assumption{node: node, ann: ann, until: now.Add(a.ttl)}
+}
+
+// Overlay returns pods with the assumed bindings applied (copies of the
+// pods concerned), forgetting assumptions the cache shows or that expired.
+func (a *Assumed) Overlay(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.m) == 0 {
+		return pods
+	}
+	seen := map[types.UID]bool{}
+	out := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		out[i] = p
+		as, ok := a.m[p.UID]
+		if !ok {
+			continue
+		}
+		seen[p.UID] = true
+		if p.Spec.NodeName != "" || now.After(as.until) {
+			delete(a.m, p.UID)
+			continue
+		}
+		c := p.DeepCopy()
+		c.Spec.NodeName = as.node
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		for k, v := range as.ann {
+			c.Annotations[k] = v
+		}
+		out[i] = c
+	}
+	for uid := range a.m {
+		if !seen[uid] {
+			delete(a.m, uid) // the pod is gone
+		}
+	}
+	return out
+}
