@@ -59,6 +59,7 @@ func (a *Applier) Apply(ctx context.Context, c *Cycle, plan *sched.Plan) Result 
 	}
 	done := map[workload.ID]bool{}
 	var binds []bindJob
+	var conds []condJob
 	for _, pl := range plan.Placements {
 		if done[pl.Workload] {
 			continue
@@ -71,7 +72,7 @@ func (a *Applier) Apply(ctx context.Context, c *Cycle, plan *sched.Plan) Result 
 		if waiting[pl.Workload] > 0 {
 			res.Waiting++
 			for _, p := range g.Pods {
-				a.condition(ctx, p, ReasonPreempting, "waiting for preempted pods to exit before binding", &res)
+				conds = append(conds, condJob{p, ReasonPreempting, "waiting for preempted pods to exit before binding"})
 			}
 			continue
 		}
@@ -85,15 +86,53 @@ func (a *Applier) Apply(ctx context.Context, c *Cycle, plan *sched.Plan) Result 
 		}
 		for _, pod := range g.Pods {
 			if pod.Spec.NodeName == "" {
-				a.condition(ctx, pod, string(p.Code), p.Reason, &res)
+				conds = append(conds, condJob{pod, string(p.Code), p.Reason})
 			}
 		}
 	}
 	for _, p := range c.Problems {
-		a.condition(ctx, p.Pod, p.Code, p.Msg, &res)
+		conds = append(conds, condJob{p.Pod, p.Code, p.Msg})
 	}
+	a.conditionAll(ctx, conds, &res)
 	return res
 }
+
+// condJob is one pod's pending condition to write.
+type condJob struct {
+	pod       *corev1.Pod
+	code, msg string
+}
+
+// conditionAll writes the conditions that changed, BindWorkers at a time.
+func (a *Applier) conditionAll(ctx context.Context, jobs []condJob, res *Result) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan condJob)
+	for w := 0; w < min(BindWorkers, len(jobs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				var r Result
+				a.condition(ctx, j.pod, j.code, j.msg, &r)
+				mu.Lock()
+				res.Conditions += r.Conditions
+				res.Errors = append(res.Errors, r.Errors...)
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+}
+
+// ConditionRefresh is how often a pending pod's condition is rewritten
+// when only its message's details changed (a count, a free amount): a
+// new reason is written at once, with an Event.
+const ConditionRefresh = time.Minute
 
 // bindJob is one pod to bind where a placement put it.
 type bindJob struct {
@@ -207,10 +246,15 @@ func (a *Applier) condition(ctx context.Context, pod *corev1.Pod, code, msg stri
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage]
 	}
+	sameReason := false
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == code && c.Message == msg {
+		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != code {
+			continue
+		}
+		if c.Message == msg || a.now().Sub(c.LastTransitionTime.Time) < ConditionRefresh {
 			return
 		}
+		sameReason = true
 	}
 	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: code, Message: msg,
@@ -223,7 +267,9 @@ func (a *Applier) condition(ctx context.Context, pod *corev1.Pod, code, msg stri
 		return
 	}
 	res.Conditions++
-	a.event(ctx, pod, corev1.EventTypeWarning, code, msg)
+	if !sameReason {
+		a.event(ctx, pod, corev1.EventTypeWarning, code, msg)
+	}
 }
 
 // event records an Event about a pod (best effort).
