@@ -24,14 +24,14 @@ type StrategyResult struct {
 	ReservationHonourRate       float64 `json:"reservation_honour_rate"`
 	// Reservations counts the claims behind the rate: claims made while
 	// the reservation had room, and those placed on it within WindowS.
-	Reservations ReservationClaims `json:"reservations"`
-	InferenceSLOAttainment      float64 `json:"inference_slo_attainment"`
-	InferenceP99Ms              float64 `json:"inference_p99_ms"`
-	TrainingGPUHours            float64 `json:"training_gpu_hours"`
-	TrainingJobsCompleted       int     `json:"training_jobs_completed"`
-	TrainingJCTP50H             float64 `json:"training_jct_p50_h"`
-	WorkLostGPUHours            float64 `json:"work_lost_to_preemption_gpu_hours"`
-	Preemptions                 int     `json:"preemptions"`
+	Reservations           ReservationClaims `json:"reservations"`
+	InferenceSLOAttainment float64           `json:"inference_slo_attainment"`
+	InferenceP99Ms         float64           `json:"inference_p99_ms"`
+	TrainingGPUHours       float64           `json:"training_gpu_hours"`
+	TrainingJobsCompleted  int               `json:"training_jobs_completed"`
+	TrainingJCTP50H        float64           `json:"training_jct_p50_h"`
+	WorkLostGPUHours       float64           `json:"work_lost_to_preemption_gpu_hours"`
+	Preemptions            int               `json:"preemptions"`
 	// CustomerVMPreemptions counts evictions of customers' (non-spot) VMs.
 	CustomerVMPreemptions int `json:"customer_vm_preemptions"`
 	SpotEvictions         int `json:"spot_evictions"`
