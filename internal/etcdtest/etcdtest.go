@@ -14,11 +14,11 @@
 package etcdtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/arbiterhq/arbiter/internal/testbin"
 	"net"
 	"os"
 	"os/exec"
@@ -50,51 +50,11 @@ var (
 // skipping.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() { buildPath, buildErr = build() })
+	buildOnce.Do(func() { buildPath, buildErr = testbin.Build("etcd") })
 	if buildErr != nil {
 		t.Fatalf("etcdtest: %v", buildErr)
 	}
 	return buildPath
-}
-
-// build runs scripts/etcd.sh build and returns the path it prints.
-func build() (string, error) {
-	script, err := findScript()
-	if err != nil {
-		return "", err
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("bash", script, "build")
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s build: %v\nstdout:\n%s\nstderr:\n%s", script, err, stdout.String(), stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	path := strings.TrimSpace(lines[len(lines)-1])
-	if fi, err := os.Stat(path); err != nil || fi.IsDir() {
-		return "", fmt.Errorf("%s build printed %q, which is not a file (stderr:\n%s)", script, path, stderr.String())
-	}
-	return path, nil
-}
-
-// findScript walks up from the working directory (a package directory under
-// go test) to the repository root holding scripts/etcd.sh.
-func findScript() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(dir, "scripts", "etcd.sh")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("scripts/etcd.sh not found in any parent of the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Start builds etcd if needed, starts an n-member cluster and waits until it is

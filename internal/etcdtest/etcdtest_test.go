@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/arbiterhq/arbiter/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,7 +216,7 @@ func TestLeaderWithEveryMemberDown(t *testing.T) {
 // TestScript runs scripts/etcd.sh cluster and stop as CI and a person would.
 func TestScript(t *testing.T) {
 	Binary(t) // build (or find) it first, with a clear failure
-	script, err := findScript()
+	script, err := testbin.Script("etcd")
 	if err != nil {
 		t.Fatal(err)
 	}
