@@ -26,6 +26,8 @@ type kubeFlags struct {
 	leaseName, leaseNamespace, identity                               string
 	interval                                                          time.Duration
 	noLeaderElection                                                  bool
+	workers, burst                                                    int
+	qps                                                               float64
 }
 
 func newKubeCmd() *cobra.Command {
@@ -54,13 +56,16 @@ Install the CRDs and the Deployment from deploy/ (see the README, "Kubernetes").
 	fl.StringVar(&f.leaseName, "lease-name", "arbiter-kube", "name of the coordination.k8s.io Lease for leader election")
 	fl.StringVar(&f.leaseNamespace, "lease-namespace", "arbiter-system", "namespace of the Lease")
 	fl.StringVar(&f.identity, "identity", "", "this replica's identity in the Lease (default: hostname)")
+	fl.IntVar(&f.workers, "workers", kube.DefaultWorkers, "API calls (bindings, conditions) in flight at once")
+	fl.Float64Var(&f.qps, "kube-api-qps", 1000, "client-side limit on requests per second to the API server")
+	fl.IntVar(&f.burst, "kube-api-burst", 2000, "client-side burst of requests to the API server")
 	fl.BoolVar(&f.noLeaderElection, "no-leader-election", false, "schedule without a Lease (only when exactly one replica runs)")
 	return cmd
 }
 
 // kubeConfig turns the flags into the translation's configuration.
 func kubeConfig(f kubeFlags) (kube.Config, error) {
-	cfg := kube.Config{SchedulerName: f.schedulerName, TenantLabel: f.tenantLabel, BlockLabel: f.blockLabel, Interval: f.interval}
+	cfg := kube.Config{SchedulerName: f.schedulerName, TenantLabel: f.tenantLabel, BlockLabel: f.blockLabel, Interval: f.interval, Workers: f.workers}
 	var err error
 	if cfg.TenantMapping, err = kube.ParseMapping("--tenant-mapping", f.tenantMapping); err != nil {
 		return cfg, err
@@ -73,6 +78,12 @@ func kubeConfig(f kubeFlags) (kube.Config, error) {
 	}
 	if f.interval <= 0 {
 		return cfg, fmt.Errorf("--interval must be positive, got %v", f.interval)
+	}
+	if f.workers < 1 || f.workers > 1024 {
+		return cfg, fmt.Errorf("--workers must be 1 to 1024, got %d", f.workers)
+	}
+	if f.qps <= 0 || f.burst < 1 {
+		return cfg, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", f.qps, f.burst)
 	}
 	return cfg, nil
 }
@@ -97,7 +108,7 @@ func runKube(cmd *cobra.Command, f kubeFlags) error {
 	if err != nil {
 		return fmt.Errorf("kube: connecting: %w", err)
 	}
-	rc.QPS, rc.Burst = 500, 1000 // binding thousands of pods a second
+	rc.QPS, rc.Burst = float32(f.qps), f.burst
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

@@ -23,6 +23,9 @@ func TestKubeRejectsBadFlags(t *testing.T) {
 		{[]string{"--gpu-model-map", "Voodoo-5=NoSuchModel"}, "--gpu-model-map"},
 		{[]string{"--priority-class-mapping", "batch=urgent"}, "--priority-class-mapping"},
 		{[]string{"--interval", "0s"}, "--interval must be positive"},
+		{[]string{"--workers", "0"}, "--workers must be 1 to 1024"},
+		{[]string{"--workers", "100000"}, "--workers must be 1 to 1024"},
+		{[]string{"--kube-api-qps", "-1"}, "--kube-api-qps"},
 		{[]string{"--kubeconfig", bad}, "kube: connecting"},
 		{nil, "kube: connecting"}, // no kubeconfig, not in a cluster
 	} {

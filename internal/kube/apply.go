@@ -36,6 +36,19 @@ type Applier struct {
 	Log           *slog.Logger
 	Assumed       *Assumed
 	Now           func() time.Time
+	// Events, when set, records Events in the background; without it
+	// they are recorded inline.
+	Events *EventSink
+	// Workers is how many API calls are in flight at once (0:
+	// DefaultWorkers).
+	Workers int
+}
+
+func (a *Applier) workers() int {
+	if a.Workers > 0 {
+		return a.Workers
+	}
+	return DefaultWorkers
 }
 
 // Result counts what one Apply did.
@@ -103,12 +116,12 @@ type condJob struct {
 	code, msg string
 }
 
-// conditionAll writes the conditions that changed, BindWorkers at a time.
+// conditionAll writes the conditions that changed, Workers at a time.
 func (a *Applier) conditionAll(ctx context.Context, jobs []condJob, res *Result) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	next := make(chan condJob)
-	for w := 0; w < min(BindWorkers, len(jobs)); w++ {
+	for w := 0; w < min(a.workers(), len(jobs)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -153,17 +166,14 @@ func (a *Applier) bindJobs(g *Group, pls []sched.Placement, out []bindJob) []bin
 	return out
 }
 
-// BindWorkers is how many bindings are in flight at once (the API server
-// answers each in a round trip; one at a time would bound a cycle to a few
-// hundred pods a second).
-const BindWorkers = 16
-
-// bindAll binds the jobs, BindWorkers at a time.
+// bindAll binds the jobs, Workers at a time (the API server answers each
+// in a round trip; one at a time would bound a cycle to a few dozen pods a
+// second).
 func (a *Applier) bindAll(ctx context.Context, jobs []bindJob, res *Result) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	next := make(chan bindJob)
-	for w := 0; w < min(BindWorkers, len(jobs)); w++ {
+	for w := 0; w < min(a.workers(), len(jobs)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -282,6 +292,10 @@ func (a *Applier) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg s
 		FirstTimestamp: now, LastTimestamp: now,
 		Source:              corev1.EventSource{Component: a.SchedulerName},
 		ReportingController: "arbiter.dev/" + a.SchedulerName,
+	}
+	if a.Events != nil {
+		a.Events.Post(ev)
+		return
 	}
 	if _, err := a.Client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && a.Log != nil {
 		a.Log.Debug("event not recorded", "pod", podKey(pod), "err", err)

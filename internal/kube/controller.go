@@ -30,6 +30,7 @@ type Controller struct {
 	log     *slog.Logger
 	applier *Applier
 	wake    chan struct{}
+	memo    *SpecMemo
 
 	nodes, pods, namespaces cache.SharedIndexInformer
 	tenants, reservations   cache.SharedIndexInformer
@@ -57,8 +58,8 @@ func NewController(cfg Config, client kubernetes.Interface, dyn dynamic.Interfac
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Controller{cfg: cfg, client: client, dyn: dyn, log: log, wake: make(chan struct{}, 1)}
-	c.applier = &Applier{Client: client, SchedulerName: cfg.SchedulerName, Log: log, Assumed: NewAssumed(cfg.AssumeTTL)}
+	c := &Controller{cfg: cfg, client: client, dyn: dyn, log: log, wake: make(chan struct{}, 1), memo: NewSpecMemo()}
+	c.applier = &Applier{Client: client, SchedulerName: cfg.SchedulerName, Log: log, Assumed: NewAssumed(cfg.AssumeTTL), Workers: cfg.Workers}
 	if !served(client, TenantGVR) || !served(client, ReservationGVR) {
 		return nil, ErrCRDsMissing
 	}
@@ -142,6 +143,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // Start starts the informers and waits for their caches to sync.
 func (c *Controller) Start(ctx context.Context) error {
+	c.applier.Events = NewEventSink(ctx, c.client, c.log)
 	c.factory.Start(ctx.Done())
 	c.dfactory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
@@ -152,7 +154,7 @@ func (c *Controller) Start(ctx context.Context) error {
 
 // Snapshot reads the informer caches.
 func (c *Controller) Snapshot() *Snapshot {
-	s := &Snapshot{}
+	s := &Snapshot{Memo: c.memo}
 	for _, o := range c.nodes.GetStore().List() {
 		s.Nodes = append(s.Nodes, o.(*corev1.Node))
 	}

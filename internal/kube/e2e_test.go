@@ -28,6 +28,8 @@ type e2e struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface
 	bound  atomic.Int64 // bindings made, all replicas
+	// onCycle, when set, sees every cycle's report (the perf test logs them).
+	onCycle func(CycleReport)
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -152,6 +154,9 @@ func (e *e2e) run(id string) (cycles *atomic.Int64, led *atomic.Bool, stop conte
 				c.OnCycle = func(r CycleReport) {
 					cycles.Add(1)
 					e.bound.Add(int64(r.Result.Bound))
+					if e.onCycle != nil {
+						e.onCycle(r)
+					}
 					for _, err := range r.Result.Errors {
 						if ctx.Err() == nil { // not the shutdown's cancelled calls
 							e.t.Errorf("replica %s: %v", id, err)

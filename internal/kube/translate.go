@@ -30,6 +30,9 @@ type Snapshot struct {
 	Tenants      []*unstructured.Unstructured
 	Reservations []*unstructured.Unstructured
 	PodGroups    []*unstructured.Unstructured
+	// Memo, when set, carries pods' translated specs from one cycle to
+	// the next (nil: every pod is translated afresh).
+	Memo *SpecMemo
 }
 
 // Reason codes of pods Arbiter does not give to the core; the core's own
@@ -83,6 +86,9 @@ type translator struct {
 	// free is each node's free milli-GPU per GPU index while running pods
 	// are read.
 	free map[fleet.NodeID][]int64
+	// memo and memoCtx: see SpecMemo.
+	memo    *SpecMemo
+	memoCtx string
 }
 
 // Translate turns a snapshot into the core's input. It never fails on one
@@ -118,6 +124,10 @@ func Translate(s *Snapshot, cfg *Config, now time.Time) (*Cycle, error) {
 			continue
 		}
 		t.groups[pg.Namespace+"/"+pg.Name] = pg
+	}
+	if s.Memo != nil {
+		t.memo, t.memoCtx = s.Memo, memoContext(t.models, f.Regions)
+		defer s.Memo.rotate()
 	}
 	c.Input = sched.Input{Now: now, Fleet: f, Tenants: t.tree, Down: down}
 	running, pending := t.splitPods(s.Pods)
@@ -219,12 +229,20 @@ func (t *translator) splitPods(pods []*corev1.Pod) (running, pending []*corev1.P
 			pending = append(pending, p)
 		}
 	}
-	sort.Slice(running, func(i, j int) bool { return podKey(running[i]) < podKey(running[j]) })
-	sort.Slice(pending, func(i, j int) bool { return podKey(pending[i]) < podKey(pending[j]) })
+	sort.Slice(running, func(i, j int) bool { return podLess(running[i], running[j]) })
+	sort.Slice(pending, func(i, j int) bool { return podLess(pending[i], pending[j]) })
 	return running, pending
 }
 
 func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// podLess orders pods as their podKeys, without building them.
+func podLess(a, b *corev1.Pod) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
 
 // podID names a pod's workload "namespace:name" (workload names take no
 // slash; neither namespaces nor pod names take a colon).
@@ -263,6 +281,20 @@ func gpusOf(p *corev1.Pod) (resource.MilliGPU, error) {
 
 // podSpec is one pod's workload spec (one replica).
 func (t *translator) podSpec(p *corev1.Pod, id workload.ID) (workload.Spec, error) {
+	if t.memo == nil {
+		return t.translatePod(p, id)
+	}
+	k := memoKey{uid: p.UID, rv: p.ResourceVersion, id: id, tenant: t.tenantOf(p.Namespace), ctx: t.memoCtx}
+	if e, ok := t.memo.get(k); ok {
+		return e.spec, e.err
+	}
+	s, err := t.translatePod(p, id)
+	t.memo.put(k, memoEntry{spec: s, err: err})
+	return s, err
+}
+
+// translatePod reads a pod's workload spec from its fields and annotations.
+func (t *translator) translatePod(p *corev1.Pod, id workload.ID) (workload.Spec, error) {
 	s := workload.Spec{Name: id, Tenant: t.tenantOf(p.Namespace), Replicas: 1,
 		Priority: t.cfg.PriorityOf(p.Spec.PriorityClassName)}
 	var err error
