@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,9 +13,11 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -219,12 +222,16 @@ func (a *Applier) bind(ctx context.Context, pod *corev1.Pod, pl sched.Placement)
 
 // evict asks the Eviction API to evict a preemption's victims with their
 // own grace period; the API enforces PodDisruptionBudgets (429: not now).
-// Victims of a failed node (no claimant) are left to Kubernetes' node
-// lifecycle.
+// The victims are a claimant's, or a policy's (a cap or a migration in
+// force); those on a failed node are left to Kubernetes' node lifecycle.
 func (a *Applier) evict(ctx context.Context, c *Cycle, p sched.Preemption, res *Result) {
 	g := c.Groups[p.Workload]
-	if g == nil || p.By == "" {
+	if g == nil || onDownNode(c, g) {
 		return
+	}
+	by := string(p.By)
+	if by == "" {
+		by = "a policy" // a cap or a migration in force
 	}
 	for _, pod := range g.Pods {
 		if pod.DeletionTimestamp != nil || pod.Spec.SchedulerName != a.SchedulerName {
@@ -239,10 +246,10 @@ func (a *Applier) evict(ctx context.Context, c *Cycle, p sched.Preemption, res *
 		switch {
 		case err == nil:
 			res.Evicted++
-			a.event(ctx, pod, corev1.EventTypeWarning, "Preempted", fmt.Sprintf("evicted by Arbiter for %s: %s", p.By, p.Reason))
+			a.event(ctx, pod, corev1.EventTypeWarning, "Preempted", fmt.Sprintf("evicted by Arbiter for %s: %s", by, p.Reason))
 		case apierrors.IsTooManyRequests(err):
 			res.EvictionsRefused++
-			a.event(ctx, pod, corev1.EventTypeWarning, "EvictionRefused", fmt.Sprintf("Arbiter's eviction for %s refused (PodDisruptionBudget): %v", p.By, err))
+			a.event(ctx, pod, corev1.EventTypeWarning, "EvictionRefused", fmt.Sprintf("Arbiter's eviction for %s refused (PodDisruptionBudget): %v", by, err))
 		case apierrors.IsNotFound(err):
 		default:
 			res.Errors = append(res.Errors, fmt.Errorf("evict %s/%s: %w", pod.Namespace, pod.Name, err))
@@ -284,10 +291,29 @@ func (a *Applier) condition(ctx context.Context, pod *corev1.Pod, code, msg stri
 
 // event records an Event about a pod (best effort).
 func (a *Applier) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg string) {
+	a.record(ctx, corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}, typ, reason, msg)
+}
+
+// objectEvent records an Event about a custom resource; those of
+// cluster-scoped ones go to the default namespace, as kubectl describe
+// looks for them.
+func (a *Applier) objectEvent(ctx context.Context, u *unstructured.Unstructured, typ, reason, msg string) {
+	a.record(ctx, corev1.ObjectReference{Kind: u.GetKind(), APIVersion: u.GetAPIVersion(), Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID()}, typ, reason, msg)
+}
+
+// record records an Event about obj (best effort).
+func (a *Applier) record(ctx context.Context, obj corev1.ObjectReference, typ, reason, msg string) {
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage]
+	}
+	ns := obj.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
 	now := metav1.NewTime(a.now())
 	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: ns},
+		InvolvedObject: obj,
 		Reason:         reason, Message: msg, Type: typ, Count: 1,
 		FirstTimestamp: now, LastTimestamp: now,
 		Source:              corev1.EventSource{Component: a.SchedulerName},
@@ -297,8 +323,8 @@ func (a *Applier) event(ctx context.Context, pod *corev1.Pod, typ, reason, msg s
 		a.Events.Post(ev)
 		return
 	}
-	if _, err := a.Client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && a.Log != nil {
-		a.Log.Debug("event not recorded", "pod", podKey(pod), "err", err)
+	if _, err := a.Client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && a.Log != nil {
+		a.Log.Debug("event not recorded", "object", obj.Kind+" "+obj.Namespace+"/"+obj.Name, "err", err)
 	}
 }
 
@@ -373,4 +399,15 @@ func (a *Assumed) Overlay(pods []*corev1.Pod, now time.Time) []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// onDownNode reports whether any of a group's pods is on a node
+// Kubernetes shows down (cordoned or NotReady; not one a policy drains).
+func onDownNode(c *Cycle, g *Group) bool {
+	for _, pod := range g.Pods {
+		if slices.Contains(c.NodesDown, fleet.NodeID(pod.Spec.NodeName)) {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,8 @@ type Controller struct {
 	nodes, pods, namespaces cache.SharedIndexInformer
 	tenants, reservations   cache.SharedIndexInformer
 	podGroups               cache.SharedIndexInformer // nil without the PodGroup CRD
+	policyInf               cache.SharedIndexInformer // nil without the ArbiterPolicy CRD
+	policies                *Policies
 	synced                  []cache.InformerSynced
 	factory                 informers.SharedInformerFactory
 	dfactory                dynamicinformer.DynamicSharedInformerFactory
@@ -58,7 +61,7 @@ func NewController(cfg Config, client kubernetes.Interface, dyn dynamic.Interfac
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Controller{cfg: cfg, client: client, dyn: dyn, log: log, wake: make(chan struct{}, 1), memo: NewSpecMemo()}
+	c := &Controller{cfg: cfg, client: client, dyn: dyn, log: log, wake: make(chan struct{}, 1), memo: NewSpecMemo(), policies: NewPolicies()}
 	c.applier = &Applier{Client: client, SchedulerName: cfg.SchedulerName, Log: log, Assumed: NewAssumed(cfg.AssumeTTL), Workers: cfg.Workers}
 	if !served(client, TenantGVR) || !served(client, ReservationGVR) {
 		return nil, ErrCRDsMissing
@@ -71,6 +74,12 @@ func NewController(cfg Config, client kubernetes.Interface, dyn dynamic.Interfac
 	c.tenants = c.dfactory.ForResource(TenantGVR).Informer()
 	c.reservations = c.dfactory.ForResource(ReservationGVR).Informer()
 	infs := []cache.SharedIndexInformer{c.nodes, c.pods, c.namespaces, c.tenants, c.reservations}
+	if served(client, PolicyGVR) {
+		c.policyInf = c.dfactory.ForResource(PolicyGVR).Informer()
+		infs = append(infs, c.policyInf)
+	} else {
+		log.Info("ArbiterPolicy CRD not served: no policies run (kubectl apply -f deploy/crds/)")
+	}
 	if served(client, PodGroupGVR) {
 		c.podGroups = c.dfactory.ForResource(PodGroupGVR).Informer()
 		infs = append(infs, c.podGroups)
@@ -169,6 +178,9 @@ func (c *Controller) Snapshot() *Snapshot {
 	if c.podGroups != nil {
 		s.PodGroups = unstructuredList(c.podGroups)
 	}
+	if c.policyInf != nil {
+		s.Policies = unstructuredList(c.policyInf)
+	}
 	sortByName(s)
 	s.Pods = c.applier.Assumed.Overlay(s.Pods, time.Now())
 	return s
@@ -196,8 +208,37 @@ func (c *Controller) Cycle(ctx context.Context) CycleReport {
 	for _, e := range cy.NodeProblems {
 		c.log.Debug("node left out", "err", e)
 	}
+	pol := c.policies.Run(cy, s.Policies, start)
 	plan := sched.Schedule(cy.Input)
+	plan.Pending = append(plan.Pending, pol.Held...)
 	res := c.applier.Apply(ctx, cy, &plan)
 	res.Errors = append(res.Errors, WriteStatus(ctx, c.dyn, s, cy, &plan)...)
+	res.Errors = append(res.Errors, c.policyStatus(ctx, s, pol)...)
 	return CycleReport{Pending: len(plan.Pending), Problems: len(cy.Problems), Result: res, Took: time.Since(start)}
+}
+
+// policyStatus writes each ArbiterPolicy's status when it changed, and an
+// Event for each firing and revert.
+func (c *Controller) policyStatus(ctx context.Context, s *Snapshot, pol PolicyResult) []error {
+	var errs []error
+	for _, u := range s.Policies {
+		want := c.policies.policyStatus(u.GetName())
+		if want == nil {
+			continue
+		}
+		if err := updateStatus(ctx, c.dyn.Resource(PolicyGVR), u, want); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	byName := map[string]*unstructured.Unstructured{}
+	for _, u := range s.Policies {
+		byName[u.GetName()] = u
+	}
+	for _, f := range pol.Firings {
+		if u := byName[f.Policy]; u != nil {
+			c.applier.objectEvent(ctx, u, corev1.EventTypeNormal, "Policy"+strings.ToUpper(f.Event.String()[:1])+f.Event.String()[1:], f.Text)
+		}
+		c.log.Info("policy firing", "policy", f.Policy, "event", f.Event, "text", f.Text)
+	}
+	return errs
 }

@@ -44,10 +44,10 @@ func startE2E(t *testing.T) *e2e {
 	if e.dyn, err = dynamic.NewForConfig(s.Config()); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"../../deploy/crds/arbitertenants.yaml", "../../deploy/crds/arbiterreservations.yaml", "testdata/podgroup-crd.yaml"} {
+	for _, f := range []string{"../../deploy/crds/arbitertenants.yaml", "../../deploy/crds/arbiterreservations.yaml", "../../deploy/crds/arbiterpolicies.yaml", "testdata/podgroup-crd.yaml"} {
 		e.apply(crdGVR, "", f)
 	}
-	for _, gvr := range []schema.GroupVersionResource{TenantGVR, ReservationGVR, PodGroupGVR} {
+	for _, gvr := range []schema.GroupVersionResource{TenantGVR, ReservationGVR, PolicyGVR, PodGroupGVR} {
 		e.within("CRD "+gvr.Resource+" served", func() bool { return served(e.client, gvr) })
 	}
 	return e

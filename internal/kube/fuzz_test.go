@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/policy"
 )
 
 // FuzzAnnotations feeds every annotation parser arbitrary values: each
@@ -69,6 +70,24 @@ func FuzzTenantSpec(f *testing.F) {
 		}
 		if q := ten.Spec.Quota[0]; q.Guaranteed < 0 || q.Limit != nil && *q.Limit < 0 {
 			t.Fatalf("negative quota accepted: %+v", q)
+		}
+	})
+}
+
+// FuzzPolicySource: any spec.source compiles or is refused with an error
+// naming spec.source; none panics.
+func FuzzPolicySource(f *testing.F) {
+	f.Add("policies:\n  - name: r\n    when: {metric: utilization, of: cluster, above: 50%}\n    then: [{type: set_limit, target: class:dev, limit: 0}]\n")
+	f.Add("policies: [")
+	f.Add("")
+	known := policy.Targets{Tenants: []string{"a"}, Open: []policy.TargetKind{policy.TargetClass, policy.TargetService}}
+	f.Fuzz(func(t *testing.T, src string) {
+		_, eng, err := compilePolicy(policyObj("p", src), known)
+		if err == nil && eng == nil {
+			t.Fatal("no engine and no error")
+		}
+		if err != nil && !strings.Contains(err.Error(), "spec.source") {
+			t.Fatalf("error without the field: %v", err)
 		}
 	})
 }

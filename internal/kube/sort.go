@@ -11,9 +11,9 @@ import (
 func sortByName(s *Snapshot) {
 	sort.Slice(s.Nodes, func(i, j int) bool { return s.Nodes[i].Name < s.Nodes[j].Name })
 	sort.Slice(s.Namespaces, func(i, j int) bool { return s.Namespaces[i].Name < s.Namespaces[j].Name })
-	for _, l := range [][]*unstructured.Unstructured{s.Tenants, s.Reservations, s.PodGroups} {
+	for _, l := range [][]*unstructured.Unstructured{s.Tenants, s.Reservations, s.PodGroups, s.Policies} {
 		sort.Slice(l, func(i, j int) bool {
-			return l[i].GetNamespace()+"/"+l[i].GetName() < l[j].GetNamespace()+"/"+l[j].GetName()
+			return l[i].GetNamespace() < l[j].GetNamespace() || l[i].GetNamespace() == l[j].GetNamespace() && l[i].GetName() < l[j].GetName()
 		})
 	}
 }

@@ -30,6 +30,7 @@ type Snapshot struct {
 	Tenants      []*unstructured.Unstructured
 	Reservations []*unstructured.Unstructured
 	PodGroups    []*unstructured.Unstructured
+	Policies     []*unstructured.Unstructured
 	// Memo, when set, carries pods' translated specs from one cycle to
 	// the next (nil: every pod is translated afresh).
 	Memo *SpecMemo
@@ -65,6 +66,9 @@ type Cycle struct {
 	Problems []PodProblem
 	// NodeProblems are GPU nodes left out of the fleet.
 	NodeProblems []error
+	// NodesDown are the nodes Kubernetes shows cordoned or NotReady
+	// (Input.Down may add the nodes a policy drains).
+	NodesDown []fleet.NodeID
 	// TenantProblems and ReservationProblems are custom resources left out,
 	// by name.
 	TenantProblems      map[string]error
@@ -130,6 +134,7 @@ func Translate(s *Snapshot, cfg *Config, now time.Time) (*Cycle, error) {
 		defer s.Memo.rotate()
 	}
 	c.Input = sched.Input{Now: now, Fleet: f, Tenants: t.tree, Down: down}
+	c.NodesDown = down
 	running, pending := t.splitPods(s.Pods)
 	t.running(running)
 	t.pending(pending)
@@ -296,7 +301,7 @@ func (t *translator) podSpec(p *corev1.Pod, id workload.ID) (workload.Spec, erro
 // translatePod reads a pod's workload spec from its fields and annotations.
 func (t *translator) translatePod(p *corev1.Pod, id workload.ID) (workload.Spec, error) {
 	s := workload.Spec{Name: id, Tenant: t.tenantOf(p.Namespace), Replicas: 1,
-		Priority: t.cfg.PriorityOf(p.Spec.PriorityClassName)}
+		Priority: t.cfg.PriorityOf(p.Spec.PriorityClassName), Labels: podLabels(p.Labels)}
 	var err error
 	if s.GPUs, err = gpusOf(p); err != nil {
 		return s, err

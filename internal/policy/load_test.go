@@ -311,4 +311,19 @@ policies:
 	if err := cel.Validate(known); err == nil || !strings.Contains(err.Error(), `service "nope" does not exist`) {
 		t.Errorf("CEL target: %v", err)
 	}
+
+	// Open kinds accept any name written with its kind; a bare name still
+	// has to exist, and other kinds stay closed.
+	open := known
+	open.Open = []TargetKind{TargetClass}
+	newClass := mustLoad(t, `
+policies:
+  - name: r
+    when: {metric: utilization, of: cluster, above: 50%}
+    then: [{type: set_limit, target: class:not_seen_yet, limit: 0}, {type: set_limit, target: tenant:nobody, limit: 0}]
+`)
+	err = newClass.Validate(open)
+	if err == nil || strings.Contains(err.Error(), "not_seen_yet") || !strings.Contains(err.Error(), `tenant "nobody" does not exist`) {
+		t.Errorf("open class kind: %v", err)
+	}
 }

@@ -17,6 +17,10 @@ type Targets struct {
 	Services []string // inference services
 	Flavors  []string // GPU models, such as H100-80G
 	Regions  []string
+	// Open are kinds whose names need not exist yet: written with their
+	// kind (class:x), any name is accepted. Kubernetes mode opens classes
+	// and services, which any pod's labels may bring.
+	Open []TargetKind
 }
 
 func (k Targets) names(kind TargetKind) []string {
@@ -176,7 +180,7 @@ func (v *resolver) target(t *Target, kinds []TargetKind, pos Pos, path, what str
 		return // always exist
 	}
 	if t.Kind != TargetUnresolved {
-		if !slices.Contains(v.names(t.Kind), t.Name) {
+		if !slices.Contains(v.names(t.Kind), t.Name) && !slices.Contains(v.known.Open, t.Kind) {
 			v.errs.Add(pos, path, "%s %q does not exist%s; %s", t.Kind, t.Name, didYouMean(t.Name, v.names(t.Kind)), v.knownList([]TargetKind{t.Kind}))
 		}
 		return
