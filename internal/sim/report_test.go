@@ -180,20 +180,6 @@ func TestReportEmpty(t *testing.T) {
 	}
 }
 
-func TestParseValue(t *testing.T) {
-	for in, want := range map[string]float64{
-		"12.50%": 12.5, "1.20% (3/250)": 1.2, "1m30s": 90, "0s": 0, "400 ms": 400,
-		"3.25 h": 3.25, "$1234": 1234, "17": 17, "0": 0, "12 GPU-h": 12,
-	} {
-		if got, ok := parseValue(in); !ok || got != want {
-			t.Errorf("parseValue(%q) = %v, %v; want %v", in, got, ok, want)
-		}
-	}
-	if _, ok := parseValue("n/a"); ok {
-		t.Error("parsed n/a")
-	}
-}
-
 func TestTicks(t *testing.T) {
 	for _, c := range []struct {
 		v, step float64
