@@ -89,7 +89,9 @@ var Metrics = []MetricDef{
 	{Key: "customer_capacity_failures", Label: "customer capacity failures (count)", Unit: "count", Better: -1,
 		Definition: "Customer VM requests still pending when their patience ran out (each is a failure with a reason; see the classes).",
 		Covers:     customerVMs,
-		Value:      func(r *StrategyResult) (float64, bool) { return float64(r.CustomerCapacityFailures), r.CustomerRequests > 0 }},
+		Value: func(r *StrategyResult) (float64, bool) {
+			return float64(r.CustomerCapacityFailures), r.CustomerRequests > 0
+		}},
 	{Key: "customer_capacity_failure_rate", Label: "customer capacity failures", Unit: "%", Better: -1, Headline: true,
 		Definition: "customer_capacity_failures divided by customer_requests.", Covers: customerVMs,
 		Value: func(r *StrategyResult) (float64, bool) { return r.CustomerCapacityFailureRate, r.CustomerRequests > 0 },
@@ -146,7 +148,9 @@ var Metrics = []MetricDef{
 		Covers:     "all workloads", Value: func(r *StrategyResult) (float64, bool) { return always(float64(r.Preemptions)) }},
 	{Key: "customer_vm_preemptions", Label: "customer VMs preempted", Unit: "count", Better: -1, Headline: true,
 		Definition: "Preemptions of customer VMs that are not spot.", Covers: customerVMs,
-		Value: func(r *StrategyResult) (float64, bool) { return float64(r.CustomerVMPreemptions), r.CustomerRequests > 0 }},
+		Value: func(r *StrategyResult) (float64, bool) {
+			return float64(r.CustomerVMPreemptions), r.CustomerRequests > 0
+		}},
 	{Key: "spot_evictions", Label: "spot evictions", Unit: "count", Better: -1, Headline: true,
 		Definition: "Spot workloads preempted by the scheduler or evicted because the spot price passed their max price.",
 		Covers:     "workloads of priority spot", Value: func(r *StrategyResult) (float64, bool) { return always(float64(r.SpotEvictions)) }},
