@@ -79,6 +79,7 @@ const customerVMs = "customers' VMs that are not spot (generators with customer:
 
 // Metrics are the strategy-level metrics, in table order.
 var Metrics = []MetricDef{
+	{Key: "strategy", Label: "strategy", Definition: "The strategy's name (its file's name).", Covers: "the run"},
 	{Key: "gpu_utilization", Label: "GPU utilization", Unit: "%", Better: +1, Headline: true,
 		Definition: "Allocated GPU-hours divided by the fleet's GPU-hours (GPUs × simulated time).",
 		Covers:     "all workloads",
@@ -190,6 +191,10 @@ var Metrics = []MetricDef{
 
 // ClassMetrics are the metrics of each class, in table order.
 var ClassMetrics = []ClassMetricDef{
+	{Key: "display", Label: "display name", Definition: "The class's display name (classes[].display; the name when not given)."},
+	{Key: "promise", Label: "promise", Definition: "What the operator promises the class: sla, reservation, slo or none (classes[].promise)."},
+	{Key: "labels", Label: "labels", Definition: "The workload class labels the class groups (classes[].match)."},
+	{Key: "kinds", Label: "kinds", Definition: "The kinds of workload submitted in the class (vm, training, inference, batch)."},
 	{Key: "requests", Label: "requests", Unit: "count",
 		Definition: "Workloads of the class submitted (each autoscaled service replica counts as one).",
 		Value:      func(c *ClassResult) (float64, bool) { return float64(c.Requests), true }},
@@ -312,6 +317,9 @@ const NA = "n/a"
 
 // Cell is the table cell of d for r.
 func (d *MetricDef) Cell(r *StrategyResult) string {
+	if d.Value == nil {
+		return NA
+	}
 	v, ok := d.Value(r)
 	switch {
 	case !ok:
@@ -325,7 +333,7 @@ func (d *MetricDef) Cell(r *StrategyResult) string {
 // Cell is the table cell of d for c (n/a when c is nil: the strategy's
 // run has no such class).
 func (d *ClassMetricDef) Cell(c *ClassResult) string {
-	if c == nil {
+	if c == nil || d.Value == nil {
 		return NA
 	}
 	v, ok := d.Value(c)
@@ -386,7 +394,7 @@ func (r *Results) ClassRows(all bool) []Row {
 		}
 		for i := range ClassMetrics {
 			d := &ClassMetrics[i]
-			if !d.Headline {
+			if !d.Headline || d.Value == nil {
 				continue
 			}
 			row := Row{Label: c.Display + ": " + d.Label, Better: d.Better}
