@@ -399,7 +399,7 @@ func TestBestOf(t *testing.T) {
 		{[]float64{1, 2, 3}, []bool{true, true, true}, 0, []bool{false, false, false}},
 		{[]float64{2, 2, 2}, []bool{true, true, true}, +1, []bool{false, false, false}},
 		{[]float64{5, 2, 3}, []bool{false, true, true}, +1, []bool{false, false, true}}, // n/a is never best
-		{[]float64{5, 2}, []bool{false, true}, +1, []bool{false, false}},               // one value: nothing to compare
+		{[]float64{5, 2}, []bool{false, true}, +1, []bool{false, false}},                // one value: nothing to compare
 		// Durations compare in seconds (the old cell parser read "18 min"
 		// as 18 and "1.2 h" as 1.2, so 1.2 h looked best).
 		{[]float64{1080, 4320}, []bool{true, true}, -1, []bool{true, false}},
