@@ -201,4 +201,16 @@ func writeSimTable(w io.Writer, res *sim.Results, all bool) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if all {
+		return
+	}
+	var hidden []string
+	for _, c := range res.ClassOrder() {
+		if !c.Promise.Promised() {
+			hidden = append(hidden, c.Display)
+		}
+	}
+	if len(hidden) > 0 {
+		fmt.Fprintf(w, "\nclasses without a promise, not shown (--all-classes shows them): %s\n", strings.Join(hidden, ", "))
+	}
 }

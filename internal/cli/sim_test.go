@@ -83,6 +83,9 @@ func TestSimAllClasses(t *testing.T) {
 	if strings.Contains(out, "dev/test:") || strings.Contains(out, "spot: preemptions") {
 		t.Errorf("table shows classes without a promise:\n%s", out)
 	}
+	if !strings.Contains(out, "classes without a promise, not shown (--all-classes shows them): internal training, customer T4 inference VMs, dev/test, batch, spot") {
+		t.Errorf("table does not say which classes it leaves out:\n%s", out)
+	}
 	all, errOut, code := run(t, "sim", "--days", "1", "--strategies", "hybrid", "--all-classes", "--out", t.TempDir())
 	if code != 0 {
 		t.Fatalf("--all-classes: exit %d: %s", code, errOut)

@@ -93,13 +93,13 @@ var Metrics = []MetricDef{
 		Value: func(r *StrategyResult) (float64, bool) {
 			return float64(r.CustomerCapacityFailures), r.CustomerRequests > 0
 		}},
-	{Key: "customer_capacity_failure_rate", Label: "customer capacity failures", Unit: "%", Better: -1, Headline: true,
+	{Key: "customer_capacity_failure_rate", Label: "customer capacity failures (all VM classes)", Unit: "%", Better: -1, Headline: true,
 		Definition: "customer_capacity_failures divided by customer_requests.", Covers: customerVMs,
 		Value: func(r *StrategyResult) (float64, bool) { return r.CustomerCapacityFailureRate, r.CustomerRequests > 0 },
 		Format: func(r *StrategyResult, v float64) string {
 			return fmt.Sprintf("%s (%d/%d)", pct(v), r.CustomerCapacityFailures, r.CustomerRequests)
 		}},
-	{Key: "customer_time_to_capacity_p95_s", Label: "customer time to capacity p95", Unit: "s", Better: -1, Headline: true,
+	{Key: "customer_time_to_capacity_p95_s", Label: "customer time to capacity p95 (all VM classes)", Unit: "s", Better: -1, Headline: true,
 		Definition: "95th percentile of the time from a request's submission to its first placement, over the requests that were placed (failures are not in it).",
 		Covers:     customerVMs,
 		Value: func(r *StrategyResult) (float64, bool) {
@@ -147,7 +147,7 @@ var Metrics = []MetricDef{
 	{Key: "preemptions", Label: "preemptions", Unit: "count", Better: -1, Headline: true,
 		Definition: "Running workloads the scheduler preempted (spot evictions for price are not in it).",
 		Covers:     "all workloads", Value: func(r *StrategyResult) (float64, bool) { return always(float64(r.Preemptions)) }},
-	{Key: "customer_vm_preemptions", Label: "customer VMs preempted", Unit: "count", Better: -1, Headline: true,
+	{Key: "customer_vm_preemptions", Label: "customer VMs preempted (all VM classes)", Unit: "count", Better: -1, Headline: true,
 		Definition: "Preemptions of customer VMs that are not spot.", Covers: customerVMs,
 		Value: func(r *StrategyResult) (float64, bool) {
 			return float64(r.CustomerVMPreemptions), r.CustomerRequests > 0
