@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
+	"unicode"
 
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
@@ -45,6 +47,7 @@ type ClassGroup struct {
 const (
 	maxClassGroups = 64
 	maxClassName   = 64
+	maxClassLabels = 256
 )
 
 var classNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
@@ -71,8 +74,8 @@ func (s *Scenario) checkClasses(errs *yamlfile.Errors, at yamlfile.Pos) {
 			errs.Add(c.Pos, f+".name", "class %q is defined twice", c.Name)
 		}
 		names[c.Name] = true
-		if len(c.Display) > 2*maxClassName {
-			errs.Add(c.Pos, f+".display", "at most %d characters", 2*maxClassName)
+		if len(c.Display) > 2*maxClassName || strings.IndexFunc(c.Display, unicode.IsControl) >= 0 {
+			errs.Add(c.Pos, f+".display", "at most %d characters, no control characters", 2*maxClassName)
 		}
 		switch c.Promise {
 		case "":
@@ -83,6 +86,10 @@ func (s *Scenario) checkClasses(errs *yamlfile.Errors, at yamlfile.Pos) {
 		}
 		if len(c.Match) == 0 {
 			errs.Add(c.Pos, f+".match", "list the workload class labels it groups, such as [enterprise_vms]")
+		}
+		if len(c.Match) > maxClassLabels {
+			errs.Add(c.Pos, f+".match", "%d labels: at most %d", len(c.Match), maxClassLabels)
+			continue
 		}
 		for _, l := range c.Match {
 			if o, dup := owner[l]; dup {

@@ -339,6 +339,8 @@ func TestClassesSection(t *testing.T) {
 		{"classes: [{name: \"A B\", match: [web]}]", "classes[0].name: \"A B\": use at most 64 lower-case"},
 		{"classes: [{name: web, match: [other]}]", `workload class "web" matches no class but a class has its name`},
 		{"classes: [{name: " + strings.Repeat("a", 65) + ", match: [web]}]", "classes[0].name:"},
+		{"classes: [{name: a, display: \"a\\tb\", match: [web]}]", "classes[0].display: at most 128 characters, no control characters"},
+		{"classes: [{name: a, match: [" + strings.Repeat("x,", 300) + "web]}]", "classes[0].match: 301 labels: at most 256"},
 	} {
 		_, err := ParseScenario("s.yaml", []byte(base+c.classes+"\n"))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
