@@ -100,7 +100,7 @@ var Metrics = []MetricDef{
 			return fmt.Sprintf("%s (%d/%d)", pct(v), r.CustomerCapacityFailures, r.CustomerRequests)
 		}},
 	{Key: "customer_time_to_capacity_p95_s", Label: "customer time to capacity p95 (all VM classes)", Unit: "s", Better: -1, Headline: true,
-		Definition: "95th percentile of the time from a request's submission to its first placement, over the requests that were placed (failures are not in it).",
+		Definition: "95th percentile of the time from a request's submission to its first placement, over the requests that were placed (failures are not in it). Placements happen at scheduling cycles (the scenario's cycle, 5 min in contention), so short waits read in whole minutes.",
 		Covers:     customerVMs,
 		Value: func(r *StrategyResult) (float64, bool) {
 			return r.CustomerTimeToCapacityP95S, r.CustomerRequests > r.CustomerCapacityFailures
@@ -219,10 +219,10 @@ var ClassMetrics = []ClassMetricDef{
 	{Key: "placed", Label: "placed", Unit: "count", Definition: "Requests that got capacity (were placed at least once).",
 		Value: func(c *ClassResult) (float64, bool) { return float64(c.Placed), true }},
 	{Key: "time_to_capacity_p50_s", Label: "time to capacity p50", Unit: "s", Better: -1, Headline: true,
-		Definition: "Median time from submission to first placement, over the placed requests; n/a with none placed.",
+		Definition: "Median time from submission to first placement, over the placed requests; n/a with none placed. Placements happen at scheduling cycles (the scenario's cycle, 5 min in contention), so short waits read in whole minutes.",
 		Value:      func(c *ClassResult) (float64, bool) { return c.TimeToCapacityP50S, c.Placed > 0 }},
 	{Key: "time_to_capacity_p95_s", Label: "time to capacity p95", Unit: "s", Better: -1, Headline: true,
-		Definition: "95th percentile of the time from submission to first placement, over the placed requests; n/a with none placed.",
+		Definition: "95th percentile of the time from submission to first placement, over the placed requests; n/a with none placed. Placements happen at scheduling cycles (the scenario's cycle, 5 min in contention), so short waits read in whole minutes.",
 		Value:      func(c *ClassResult) (float64, bool) { return c.TimeToCapacityP95S, c.Placed > 0 }},
 	{Key: "preemptions", Label: "preemptions", Unit: "count", Better: -1, Headline: true,
 		Definition: "Times the scheduler preempted a running workload of the class (spot evictions for price are not in it).",
