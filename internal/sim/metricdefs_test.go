@@ -411,3 +411,29 @@ func TestBestOf(t *testing.T) {
 		}
 	}
 }
+
+// TestFailureReasonNoCycle: a request whose patience runs out before any
+// scheduling cycle sees it fails with reason NoCycle, not an empty one.
+func TestFailureReasonNoCycle(t *testing.T) {
+	src := strings.Replace(noServices, "duration: 6h\n", "duration: 6h\ncycle: 2h\n", 1)
+	src = strings.Replace(src, "{name: jobs, kind: batch,", "{name: jobs, kind: vm, patience: 10m,", 1)
+	sc, err := ParseScenario("slow-cycle.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := LoadStrategy(examples.FS, "strategies/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(sc, st, Options{Seed: 1, Duration: 6 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Run().Classes.Get("jobs")
+	if c == nil || c.CapacityFailures == 0 {
+		t.Fatalf("no capacity failures: %+v", c)
+	}
+	if got := c.CapacityFailuresByReason[reasonNoCycle]; got == 0 || c.CapacityFailuresByReason[""] != 0 {
+		t.Errorf("failures by reason %v, want some %s and none empty", c.CapacityFailuresByReason, reasonNoCycle)
+	}
+}
