@@ -23,11 +23,11 @@ func newSimCmd() *cobra.Command {
 		scenario, strategies, out, output string
 		days, scale                       float64
 		seed                              uint64
-		printScenario                     bool
+		printScenario, allClasses         bool
 		jobs                              int
 	)
 	cmd := &cobra.Command{
-		Use:   "sim [--scenario FILE] [--strategies static,dynamic,hybrid] [--days N] [--seed S] [--out DIR] [-o table|json]",
+		Use:   "sim [--scenario FILE] [--strategies static,dynamic,hybrid] [--days N] [--seed S] [--out DIR] [-o table|json] [--all-classes]",
 		Short: "Simulate strategies over a scenario and compare them",
 		Long: `Replays a scenario (by default the embedded "contention" scenario: ~9,400 GPUs
 in three regions shared by internal AI work and cloud customers) under each
@@ -35,7 +35,12 @@ strategy and prints the comparison. Writes DIR/results.json, DIR/<strategy>.csv
 time series and DIR/report.html.
 
 Strategies are names of the built-in files (static, dynamic, hybrid; see
-examples/strategies/) or paths to your own strategy files.`,
+examples/strategies/) or paths to your own strategy files.
+
+The table shows the headline metrics and, per class of the scenario's
+classes section, those an operator promises something to (sla,
+reservation, slo); --all-classes shows every class. docs/metrics.md
+defines every metric.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if printScenario {
@@ -113,7 +118,7 @@ examples/strategies/) or paths to your own strategy files.`,
 			if output == "json" {
 				return res.WriteJSON(cmd.OutOrStdout())
 			}
-			writeSimTable(cmd.OutOrStdout(), res)
+			writeSimTable(cmd.OutOrStdout(), res, allClasses)
 			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s\n", strings.Join(simFiles(out, res), ", "))
 			return nil
 		},
@@ -126,6 +131,7 @@ examples/strategies/) or paths to your own strategy files.`,
 	f.StringVarP(&out, "out", "", "arbiter-out", "output directory")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	f.BoolVar(&printScenario, "print-scenario", false, "print the embedded scenario and exit")
+	f.BoolVar(&allClasses, "all-classes", false, "show every class of the scenario in the table (default: the classes with a promise)")
 	f.IntVarP(&jobs, "jobs", "j", 0, "strategies simulated in parallel (0: all)")
 	f.Float64Var(&scale, "scale", 1, "multiply the scenario's machines and load by this factor")
 	return cmd
@@ -177,7 +183,9 @@ func writeSimOutputs(dir string, res *sim.Results) error {
 	return write("report.html", res.WriteHTML)
 }
 
-func writeSimTable(w io.Writer, res *sim.Results) {
+// writeSimTable prints the comparison (sim.Results.Rows): the headline
+// metrics, then the classes with a promise (every class with all).
+func writeSimTable(w io.Writer, res *sim.Results, all bool) {
 	fmt.Fprintf(w, "scenario %s, %.0f days, %d GPUs, seed %d\n\n", res.Scenario, res.Days, res.GPUs, res.Seed)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "METRIC")
@@ -185,12 +193,24 @@ func writeSimTable(w io.Writer, res *sim.Results) {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(s.Strategy))
 	}
 	fmt.Fprintln(tw)
-	for _, c := range sim.Columns {
-		fmt.Fprint(tw, c.Label)
-		for _, s := range res.Strategies {
-			fmt.Fprintf(tw, "\t%s", c.Get(s))
+	for _, row := range res.Rows(all) {
+		fmt.Fprint(tw, row.Label)
+		for _, c := range row.Cells {
+			fmt.Fprintf(tw, "\t%s", c)
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if all {
+		return
+	}
+	var hidden []string
+	for _, c := range res.ClassOrder() {
+		if !c.Promise.Promised() {
+			hidden = append(hidden, c.Display)
+		}
+	}
+	if len(hidden) > 0 {
+		fmt.Fprintf(w, "\nclasses without a promise, not shown (--all-classes shows them): %s\n", strings.Join(hidden, ", "))
+	}
 }

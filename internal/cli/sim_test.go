@@ -51,7 +51,7 @@ func TestSimCommand(t *testing.T) {
 	}
 	for _, field := range []string{"strategy", "gpu_utilization", "customer_capacity_failure_rate", "customer_time_to_capacity_p95_s",
 		"reservation_honour_rate", "inference_slo_attainment", "inference_p99_ms", "training_gpu_hours", "training_jct_p50_h",
-		"work_lost_to_preemption_gpu_hours", "preemptions", "spot_evictions", "fragmentation", "cost_usd", "revenue_usd"} {
+		"work_lost_to_preemption_gpu_hours", "preemptions", "spot_evictions", "fragmentation", "cost_usd", "revenue_usd", "classes"} {
 		if _, ok := res.Strategies[0][field]; !ok {
 			t.Errorf("results.json lacks %s", field)
 		}
@@ -65,5 +65,34 @@ func TestSimCommand(t *testing.T) {
 	}
 	if _, errOut, code := run(t, "sim", "--strategies", "bogus", "--out", t.TempDir()); code == 0 || !strings.Contains(errOut, "unknown strategy") {
 		t.Errorf("bogus strategy: %d %s", code, errOut)
+	}
+}
+
+// TestSimAllClasses: the table shows the classes with a promise; the rest
+// are one flag away.
+func TestSimAllClasses(t *testing.T) {
+	out, errOut, code := run(t, "sim", "--days", "1", "--strategies", "hybrid", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"enterprise SLA VMs: capacity failures", "reservations: time to capacity p95", "inference (coding assistant): GPU-hours"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "dev/test:") || strings.Contains(out, "spot: preemptions") {
+		t.Errorf("table shows classes without a promise:\n%s", out)
+	}
+	if !strings.Contains(out, "classes without a promise, not shown (--all-classes shows them): internal training, customer T4 inference VMs, dev/test, batch, spot") {
+		t.Errorf("table does not say which classes it leaves out:\n%s", out)
+	}
+	all, errOut, code := run(t, "sim", "--days", "1", "--strategies", "hybrid", "--all-classes", "--out", t.TempDir())
+	if code != 0 {
+		t.Fatalf("--all-classes: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"dev/test: capacity failures", "spot: preemptions", "batch: GPU-hours", "internal training: time to capacity p50"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("--all-classes table lacks %q:\n%s", want, all)
+		}
 	}
 }

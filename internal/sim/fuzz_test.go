@@ -10,6 +10,7 @@ import (
 func FuzzParseScenario(f *testing.F) {
 	f.Add(string(ContentionYAML()))
 	f.Add("name: x\nduration: 1h\ngenerators: [{name: g, sizes: [{gpus: 1, replicas: 1, weight: 1}], rate_per_hour: 1, runtime_min: 1m, runtime_max: 2m, flavors: [T4], regions: [eastus]}]\n")
+	f.Add("name: x\nduration: 1h\nclasses: [{name: g, promise: sla, match: [g, g]}, {name: \"\", display: 1, match: []}, {name: G!, promise: [x]}]\ngenerators: [{name: g, sizes: [{gpus: 1, replicas: 1, weight: 1}], rate_per_hour: 1, runtime_min: 1m, runtime_max: 2m, flavors: [T4], regions: [eastus]}]\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		_, err := ParseScenario("fuzz.yaml", []byte(src))
 		if err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {

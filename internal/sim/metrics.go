@@ -59,6 +59,8 @@ type StrategyResult struct {
 	// fixed count, such as the flagship) to its end or to the end of
 	// the scenario.
 	TrainingJobs []TrainingJob `json:"training_jobs"`
+	// Classes are the scenario's classes (see ClassGroup), keyed by name.
+	Classes ClassResults `json:"classes"`
 
 	Series Series `json:"-"`
 }
@@ -151,12 +153,17 @@ type recorder struct {
 	revenue     float64
 	ended       int
 	named       []*job // named training runs, in submission order
+	classes     *classBook
 }
 
 func newRecorder(s *Sim) *recorder {
-	r := &recorder{s: s, tenantIdx: map[string]int{}}
+	r := &recorder{s: s, tenantIdx: map[string]int{}, classes: newClassBook(s.sc)}
 	r.res.Strategy = s.st.Name
+	owners := s.sc.workOwners()
 	for _, t := range s.cfg.Tree.Tenants {
+		if !owners[t.Name] {
+			continue // a tenant no work names (a parent) never holds a GPU
+		}
 		r.tenantIdx[t.Name] = len(r.res.Series.Tenants)
 		r.res.Series.Tenants = append(r.res.Series.Tenants, t.Name)
 	}
@@ -181,6 +188,15 @@ func (r *recorder) submitted(j *job) {
 	if j.customerRequest() {
 		r.res.CustomerRequests++
 	}
+	c := r.classes.of(j.class)
+	c.Requests++
+	if c.kinds == nil {
+		c.kinds = map[string]bool{}
+	}
+	c.kinds[j.w.Kind.String()] = true
+	if !j.deadline.IsZero() {
+		c.Patient++
+	}
 	if j.w.Reservation != "" && r.s.reservationRoom(j) {
 		j.resEligible = true
 		r.resClaims++
@@ -192,12 +208,20 @@ func (r *recorder) firstPlaced(j *job) {
 	if j.customerRequest() {
 		r.custWait = append(r.custWait, wait)
 	}
+	c := r.classes.of(j.class)
+	c.waits = append(c.waits, wait)
 	if j.resEligible && j.w.Running.OnReservation && wait <= honourWindow.Seconds() {
 		r.resHonoured++
 	}
 }
 
 func (r *recorder) capacityFailure(j *job) {
+	c := r.classes.of(j.class)
+	c.CapacityFailures++
+	if c.CapacityFailuresByReason == nil {
+		c.CapacityFailuresByReason = map[string]int{}
+	}
+	c.CapacityFailuresByReason[j.failureReason()]++
 	if j.customerRequest() {
 		r.res.CustomerCapacityFailures++
 		if debugFailures != nil {
@@ -227,6 +251,12 @@ func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
 	if j.customerRequest() {
 		r.res.CustomerVMPreemptions++
 	}
+	c := r.classes.of(j.class)
+	c.Preemptions++
+	c.LostGPUHours += lost.Hours() * float64(j.gpus()) / resource.PerGPU
+	if j.w.Priority == workload.PrioritySpot {
+		c.SpotEvictions++
+	}
 	if debugPreempt != nil {
 		debugPreempt(r.s.st.Name, j.class, string(p.By), p.Reason)
 	}
@@ -239,6 +269,9 @@ func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
 func (r *recorder) spotEvicted(j *job) {
 	r.res.SpotEvictions++
 	r.res.WorkLostGPUHours += (j.w.WorkLost(r.s.now)) / 3600
+	c := r.classes.of(j.class)
+	c.SpotEvictions++
+	c.LostGPUHours += j.w.WorkLost(r.s.now) / 3600
 }
 
 func (r *recorder) overflowed(_ *job, to string) {
@@ -260,6 +293,7 @@ func (r *recorder) ran(j *job, from, to time.Time) {
 	if j.w.Kind == workload.KindTraining {
 		r.res.TrainingGPUHours += gpuH
 	}
+	r.classes.of(j.class).GPUHours += gpuH
 	if a := j.w.Running; j.customer && a != nil {
 		if sku := r.s.skuOf(tenancy.Key{Model: a.Flavor, Region: a.Region}); sku != nil {
 			p := r.s.cfg.Fleet.Catalog.PriceIn(sku, a.Region)
@@ -313,7 +347,9 @@ func (r *recorder) sample() {
 	for _, j := range s.jobs {
 		if !j.done && j.w.Running != nil {
 			g := float64(j.gpus()) / resource.PerGPU
-			row[r.tenantIdx[j.w.Tenant]] += g
+			if ti, ok := r.tenantIdx[j.w.Tenant]; ok {
+				row[ti] += g
+			}
 			used += g
 		}
 	}
@@ -407,6 +443,7 @@ func (r *recorder) finish() *StrategyResult {
 		res.CostUSD += p.Reserved3Y * hours
 	}
 	res.RevenueUSD = r.revenue
+	res.Classes = r.classes.finish()
 	round(&res.GPUUtilization, 4)
 	round(&res.CustomerCapacityFailureRate, 4)
 	round(&res.CustomerTimeToCapacityP95S, 1)
@@ -443,4 +480,34 @@ func quantile(xs []float64, q float64) float64 {
 // capacity: a VM that is not spot (spot comes with no promise of capacity).
 func (j *job) customerRequest() bool {
 	return j.customer && j.w.Kind == workload.KindVM && j.basePriority != workload.PrioritySpot
+}
+
+// workOwners returns the tenants that own work in the scenario: those its
+// generators, services and trace name.
+func (sc *Scenario) workOwners() map[string]bool {
+	out := map[string]bool{}
+	for _, g := range sc.Generators {
+		out[g.Tenant] = true
+	}
+	for _, sv := range sc.Services {
+		out[sv.Tenant] = true
+	}
+	if sc.Trace != nil {
+		out[sc.Trace.Tenant] = true
+	}
+	return out
+}
+
+// reasonNoCycle is the capacity failure reason of a request no scheduling
+// cycle considered before its patience ran out.
+const reasonNoCycle = "NoCycle"
+
+// failureReason is why a request failed: the code of the blocker that
+// kept it pending at the last cycle (sched.ReasonCode, PolicyHeld for a
+// policy's cap), or reasonNoCycle.
+func (j *job) failureReason() string {
+	if !j.considered {
+		return reasonNoCycle
+	}
+	return string(j.lastCode)
 }

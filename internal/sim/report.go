@@ -66,6 +66,7 @@ func (r *Results) WriteHTML(w io.Writer) error {
 		r.writeLineCharts(&b, xMax)
 		r.writeSpotCharts(&b, xMax)
 	}
+	writeGlossary(&b)
 	b.WriteString("<footer>Written by arbiter sim. Time in days from the scenario start; one sample every " +
 		SampleEvery.String() + ", lines bucketed to at most " + strconv.Itoa(maxPoints) + " points.</footer>\n</body>\n</html>\n")
 	_, err := io.WriteString(w, b.String())
@@ -83,6 +84,7 @@ th,td{padding:5px 14px;border-bottom:1px solid #e4e4e4;text-align:right;white-sp
 th:first-child,td:first-child{text-align:left}
 thead th{border-bottom:2px solid #888}
 td.best{background:#dff3df;font-weight:600}
+table.glossary td{white-space:normal;text-align:left;vertical-align:top;font-size:13px}
 .sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 .ln{display:inline-block;width:22px;height:0;border-top-width:3px;margin-right:5px;vertical-align:3px}
 .legend{font-size:13px;margin:4px 0 6px}
@@ -94,30 +96,35 @@ svg.chart text{font-family:inherit}
 footer{color:#777;font-size:12px;margin:32px 0 8px}
 `
 
-// writeTable writes the comparison table: one column per strategy, one
-// row per Columns entry, the best value of a row marked where it matters.
+// writeTable writes the comparison table (Results.MetricRows), then the
+// classes' table (ClassRows of every class), the best value of a row
+// marked where it matters.
 func (r *Results) writeTable(b *strings.Builder) {
-	b.WriteString("<h2 id=\"comparison\">Comparison</h2>\n<table>\n<thead><tr><th>metric</th>")
+	b.WriteString("<h2 id=\"comparison\">Comparison</h2>\n")
+	r.writeRows(b, r.MetricRows())
+	b.WriteString("<h2 id=\"classes\">Classes</h2>\n<p class=\"note\">Per class of the scenario's <code>classes</code> section; " +
+		"the CLI shows the classes with a promise (sla, reservation, slo) and every class with --all-classes.</p>\n")
+	r.writeRows(b, r.ClassRows(true))
+}
+
+// writeRows writes one table of rows, a column per strategy.
+func (r *Results) writeRows(b *strings.Builder, rows []Row) {
+	b.WriteString("<table>\n<thead><tr><th>metric</th>")
 	for i, sr := range r.Strategies {
 		b.WriteString("<th><span class=\"sw\" style=\"background:" + pick(strategyColors, i) + "\"></span>" + esc(sr.Strategy) + "</th>")
 	}
 	b.WriteString("</tr></thead>\n<tbody>\n")
-	for _, c := range Columns {
-		vals := make([]string, len(r.Strategies))
-		for i, sr := range r.Strategies {
-			vals[i] = c.Get(sr)
-		}
-		best := bestCells(vals, c.Better)
-		b.WriteString("<tr><td>" + esc(c.Label))
-		switch c.Better {
+	for _, row := range rows {
+		b.WriteString("<tr><td>" + esc(row.Label))
+		switch row.Better {
 		case +1:
 			b.WriteString(" <small title=\"higher is better\">↑</small>")
 		case -1:
 			b.WriteString(" <small title=\"lower is better\">↓</small>")
 		}
 		b.WriteString("</td>")
-		for i, v := range vals {
-			if best[i] {
+		for i, v := range row.Cells {
+			if row.Best[i] {
 				b.WriteString("<td class=\"best\">")
 			} else {
 				b.WriteString("<td>")
@@ -129,50 +136,30 @@ func (r *Results) writeTable(b *strings.Builder) {
 	b.WriteString("</tbody>\n</table>\n")
 }
 
-// bestCells marks the cells holding a row's best value. Nothing is marked
-// when the row has no direction, fewer than two values, a value that is
-// not a number, or all values equal.
-func bestCells(vals []string, better int) []bool {
-	best := make([]bool, len(vals))
-	if better == 0 || len(vals) < 2 {
-		return best
+// writeGlossary defines every metric of the tables and the CSVs, from
+// Metrics, ClassMetrics and SeriesColumns.
+func writeGlossary(b *strings.Builder) {
+	b.WriteString("<h2 id=\"glossary\">Glossary</h2>\n<p class=\"note\">Every metric, defined once (docs/metrics.md holds the same). " +
+		"n/a: the metric does not apply to the run (null in results.json). ↑ higher is better, ↓ lower is better.</p>\n")
+	b.WriteString("<table class=\"glossary\">\n<thead><tr><th>metric</th><th>key</th><th>unit</th><th>covers</th><th>definition</th></tr></thead>\n<tbody>\n")
+	row := func(label, key, unit string, better int, covers, def string) {
+		b.WriteString("<tr><td>" + esc(label) + " " + arrow(better) + "</td><td><code>" + esc(key) + "</code></td><td>" + esc(unit) +
+			"</td><td>" + esc(covers) + "</td><td>" + esc(def) + "</td></tr>\n")
 	}
-	nums := make([]float64, len(vals))
-	for i, v := range vals {
-		x, ok := parseValue(v)
-		if !ok {
-			return best
+	for _, d := range Metrics {
+		row(d.Label, d.Key, d.Unit, d.Better, d.Covers, d.Definition)
+	}
+	for _, d := range ClassMetrics {
+		row("class: "+d.Label, "classes.NAME."+d.Key, d.Unit, d.Better, "the class's workloads", d.Definition)
+	}
+	for _, d := range SeriesColumns {
+		key := d.Column
+		if d.Names != nil {
+			key += "NAME"
 		}
-		nums[i] = x * float64(better)
+		row("time series: "+key, key+" (CSV)", d.Unit, 0, "", d.Definition)
 	}
-	top, bottom := nums[0], nums[0]
-	for _, x := range nums[1:] {
-		top, bottom = math.Max(top, x), math.Min(bottom, x)
-	}
-	if top == bottom {
-		return best
-	}
-	for i, x := range nums {
-		best[i] = x == top
-	}
-	return best
-}
-
-// parseValue reads the number a table cell starts with: a Go duration
-// ("1m30s", in seconds), or a number after an optional "$" ("12.5%",
-// "$300", "1.20% (3/250)", "400 ms").
-func parseValue(s string) (float64, bool) {
-	s = strings.TrimSpace(s)
-	if d, err := time.ParseDuration(s); err == nil {
-		return d.Seconds(), true
-	}
-	s = strings.TrimPrefix(s, "$")
-	n := 0
-	for n < len(s) && (s[n] >= '0' && s[n] <= '9' || s[n] == '.' || n == 0 && (s[n] == '-' || s[n] == '+')) {
-		n++
-	}
-	x, err := strconv.ParseFloat(s[:n], 64)
-	return x, err == nil && !math.IsNaN(x)
+	b.WriteString("</tbody>\n</table>\n")
 }
 
 func (r *Results) xMax() float64 {

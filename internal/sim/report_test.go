@@ -39,6 +39,14 @@ func fakeResults(scenario string, rows int) *Results {
 			Fragmentation:               0.1,
 			CostUSD:                     12345,
 			RevenueUSD:                  20000 + 1000*float64(si),
+			CapacityGPUHours:            100 * float64(rows) * SampleEvery.Hours(),
+			TrainingJobsCompleted:       4,
+			Classes: ClassResults{
+				{Name: "sla_vms", Display: "SLA VMs", Promise: PromiseSLA, Kinds: []string{"vm"}, Requests: 200, Patient: 200,
+					CapacityFailures: 30 - 10*si, CapacityFailureRate: float64(30-10*si) / 200, CapacityFailuresByReason: map[string]int{"NoCapacity": 30 - 10*si},
+					Placed: 170 + 10*si, TimeToCapacityP50S: 60, TimeToCapacityP95S: float64(90 * (si + 1)), GPUHours: 500},
+				{Name: "training", Display: "training", Promise: PromiseNone, Kinds: []string{"training"}, Requests: 10, Placed: 10, GPUHours: 1000 + 100*float64(si)},
+			},
 		}
 		se := &sr.Series
 		se.Tenants = []string{"internal", "training", "<b>cust&omers</b>"}
@@ -98,10 +106,18 @@ func TestReportContent(t *testing.T) {
 	if strings.Contains(page, `<td class="best">$12345</td>`) {
 		t.Error("cost (no direction) highlighted")
 	}
-	// 13 rows with a direction; reservation honour rate and JCT are
-	// equal everywhere and fragmentation too, so 10 bests.
-	if n := strings.Count(page, `class="best"`); n != 10 {
-		t.Errorf("%d best cells, want 10", n)
+	// Comparison: 13 rows with a direction; reservation honour rate is
+	// n/a (no claims), JCT and fragmentation equal everywhere, so 10
+	// bests. Classes: the SLA VMs' failures and time to capacity p95.
+	if n := strings.Count(page, `class="best"`); n != 12 {
+		t.Errorf("%d best cells, want 12", n)
+	}
+	// The classes' table and the glossary, from the metric table.
+	for _, s := range []string{`id="classes"`, "SLA VMs: capacity failures", "5.00% (10/200) [NoCapacity 10]", "training: GPU-hours",
+		`id="glossary"`, html.EscapeString(Metrics[1].Definition), "classes.NAME.time_to_capacity_p95_s", "spot_usd_per_gpu_h_NAME (CSV)"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %q", s)
+		}
 	}
 	// One chart per strategy for tenants and spot prices, one per
 	// service, four line charts.
@@ -177,20 +193,6 @@ func TestReportEmpty(t *testing.T) {
 	page = render(t, r)
 	if regexp.MustCompile(`NaN|[^A-Za-z]Inf\b`).MatchString(page) {
 		t.Error("NaN or Inf in an empty page")
-	}
-}
-
-func TestParseValue(t *testing.T) {
-	for in, want := range map[string]float64{
-		"12.50%": 12.5, "1.20% (3/250)": 1.2, "1m30s": 90, "0s": 0, "400 ms": 400,
-		"3.25 h": 3.25, "$1234": 1234, "17": 17, "0": 0, "12 GPU-h": 12,
-	} {
-		if got, ok := parseValue(in); !ok || got != want {
-			t.Errorf("parseValue(%q) = %v, %v; want %v", in, got, ok, want)
-		}
-	}
-	if _, ok := parseValue("n/a"); ok {
-		t.Error("parsed n/a")
 	}
 }
 

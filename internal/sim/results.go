@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -26,38 +25,28 @@ func (r *Results) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteCSV writes one strategy's time series: one row per SampleEvery with
-// time, utilization, GPUs per tenant, p99 per service, cumulative customer
-// capacity failures, training GPU-hours, preemptions, and spot prices.
+// WriteCSV writes one strategy's time series: one row per SampleEvery,
+// the columns of SeriesColumns.
 func (sr *StrategyResult) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	se := &sr.Series
-	head := []string{"time_h", "utilization"}
-	for _, t := range se.Tenants {
-		head = append(head, "gpus_"+t)
-	}
-	for _, s := range se.Services {
-		head = append(head, "p99_ms_"+s)
-	}
-	head = append(head, "customer_capacity_failures", "training_gpu_hours", "preemptions")
-	for _, k := range se.SpotKeys {
-		head = append(head, "spot_usd_per_gpu_h_"+k)
+	var head []string
+	for _, d := range SeriesColumns {
+		if d.Names == nil {
+			head = append(head, d.Column)
+			continue
+		}
+		for _, n := range d.Names(se) {
+			head = append(head, d.Column+n)
+		}
 	}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
-	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
-	for i, t := range se.Times {
-		row := []string{f(t.Hours()), f(roundTo(se.Utilization[i], 4))}
-		for _, g := range se.TenantGPUs[i] {
-			row = append(row, f(roundTo(g, 3)))
-		}
-		for _, p := range se.P99Ms[i] {
-			row = append(row, f(roundTo(p, 1)))
-		}
-		row = append(row, strconv.Itoa(se.Failures[i]), f(roundTo(se.TrainingGPU[i], 1)), strconv.Itoa(se.Preemptions[i]))
-		for _, p := range se.SpotPrice[i] {
-			row = append(row, f(roundTo(p, 4)))
+	for i := range se.Times {
+		var row []string
+		for _, d := range SeriesColumns {
+			row = append(row, d.Cells(se, i)...)
 		}
 		if err := cw.Write(row); err != nil {
 			return err
@@ -69,38 +58,26 @@ func (sr *StrategyResult) WriteCSV(w io.Writer) error {
 
 func roundTo(x float64, d int) float64 { round(&x, d); return x }
 
-// Columns are the comparison table's rows: a label, the JSON field, and
-// whether higher is better.
-var Columns = []struct {
+// Column is one row of the comparison table as a strategy's cell.
+type Column struct {
 	Label  string
 	Get    func(*StrategyResult) string
 	Better int // +1 higher is better, -1 lower is better, 0 neither
-}{
-	{"GPU utilization", func(r *StrategyResult) string { return pct(r.GPUUtilization) }, +1},
-	{"customer capacity failures", func(r *StrategyResult) string {
-		return fmt.Sprintf("%s (%d/%d)", pct(r.CustomerCapacityFailureRate), r.CustomerCapacityFailures, r.CustomerRequests)
-	}, -1},
-	{"customer time to capacity p95", func(r *StrategyResult) string { return dur(r.CustomerTimeToCapacityP95S) }, -1},
-	{"reservation claims honoured", func(r *StrategyResult) string {
-		c := r.Reservations
-		if c.Claims == 0 {
-			return "n/a (no claims)"
+}
+
+// Columns are the headline rows of Metrics (the strategy-level rows of
+// Results.Rows), for callers that format one strategy at a time.
+var Columns = columns()
+
+func columns() []Column {
+	var out []Column
+	for i := range Metrics {
+		d := &Metrics[i]
+		if d.Headline && d.Value != nil {
+			out = append(out, Column{Label: d.Label, Get: d.Cell, Better: d.Better})
 		}
-		return fmt.Sprintf("%s (%d of %d within %s)", pct(r.ReservationHonourRate), c.Honoured, c.Claims, dur(c.WindowS))
-	}, +1},
-	{"inference SLO attainment", func(r *StrategyResult) string { return pct(r.InferenceSLOAttainment) }, +1},
-	{"inference p99 (mean)", func(r *StrategyResult) string { return fmt.Sprintf("%.0f ms", r.InferenceP99Ms) }, -1},
-	{"training GPU-hours", func(r *StrategyResult) string { return fmt.Sprintf("%.0f", r.TrainingGPUHours) }, +1},
-	{"training JCT p50", func(r *StrategyResult) string { return fmt.Sprintf("%.2f h", r.TrainingJCTP50H) }, -1},
-	{"named training runs", namedRuns, 0},
-	{"work lost to preemption", func(r *StrategyResult) string { return fmt.Sprintf("%.0f GPU-h", r.WorkLostGPUHours) }, -1},
-	{"preemptions", func(r *StrategyResult) string { return strconv.Itoa(r.Preemptions) }, -1},
-	{"customer VMs preempted", func(r *StrategyResult) string { return strconv.Itoa(r.CustomerVMPreemptions) }, -1},
-	{"spot evictions", func(r *StrategyResult) string { return strconv.Itoa(r.SpotEvictions) }, -1},
-	{"overflowed (overflow layer)", func(r *StrategyResult) string { return strconv.Itoa(r.Overflows) }, 0},
-	{"fragmentation", func(r *StrategyResult) string { return pct(r.Fragmentation) }, -1},
-	{"cost", func(r *StrategyResult) string { return fmt.Sprintf("$%.0f", r.CostUSD) }, 0},
-	{"revenue", func(r *StrategyResult) string { return fmt.Sprintf("$%.0f", r.RevenueUSD) }, +1},
+	}
+	return out
 }
 
 // namedRuns says how each named training run ended ("n/a" without any).

@@ -28,6 +28,9 @@ type Scenario struct {
 	Reservations []tenancy.Reservation `yaml:"reservations"`
 	Generators   []Generator           `yaml:"generators"`
 	Services     []Service             `yaml:"services"`
+	// Classes group workload class labels into the classes results are
+	// reported by (see ClassGroup); a label none lists is its own class.
+	Classes []ClassGroup `yaml:"classes"`
 	// Strategies are the names run when none are asked for.
 	Strategies []string `yaml:"strategies"`
 	// Trace, when set, replays a real cluster trace: its machines join the
@@ -208,6 +211,7 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 			}
 		}
 	}
+	s.checkClasses(&errs, at)
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}

@@ -47,7 +47,10 @@ type job struct {
 	everPlaced   bool
 	resEligible  bool // its reservation had room when it was submitted
 	overflowed   bool
-	lastReason   string // why it was pending at the last cycle
+	lastReason   string // why it was pending at the last cycle (text, when rendered)
+	// lastCode classifies lastReason; considered: a cycle saw it.
+	lastCode     sched.ReasonCode
+	considered   bool
 	basePriority workload.Priority
 	basePreempt  bool
 	baseRegions  []string // the spec's regions and pools, before a migrate narrows them
@@ -488,6 +491,7 @@ func (s *Sim) cycle() {
 	for _, j := range s.jobs {
 		ws = append(ws, j.w)
 		byName[j.w.Name] = j
+		j.considered = true
 	}
 	in := s.in
 	in.Now = s.now
@@ -500,6 +504,7 @@ func (s *Sim) cycle() {
 	// policy sets is the market's price (firm), as on the server.
 	in.SpotPrices = sched.SpotInput(in.SpotPrices[:0], s.market.Quotes())
 	var eff *effects.Effects
+	var held []sched.Pending // workloads a policy's cap holds back
 	if s.pol != nil {
 		eff = s.pol.eff
 	}
@@ -508,16 +513,20 @@ func (s *Sim) cycle() {
 		// server applies them.
 		in.Tenants = eff.AdjustTree(in.Tenants)
 		in.Workloads = eff.Apply(in.Workloads)
-		in.Workloads, in.Evict, _ = eff.Caps(in.Workloads)
+		in.Workloads, in.Evict, held = eff.Caps(in.Workloads)
 		if len(eff.Drained) > 0 {
 			in.Down = append(slices.Clip(in.Down), eff.Drained...)
 		}
 	}
 	plan := sched.Schedule(in)
 	s.metrics.cycles++
-	for _, p := range plan.Pending {
-		if j := byName[p.Workload]; j != nil && j.customer {
-			j.lastReason = p.Reason
+	// Why each pending workload waits: the core's reason, or the policy
+	// cap that held it back before the core saw it.
+	for _, ps := range [][]sched.Pending{plan.Pending, held} {
+		for _, p := range ps {
+			if j := byName[p.Workload]; j != nil {
+				j.lastReason, j.lastCode = p.Reason, p.Code
+			}
 		}
 	}
 
