@@ -46,6 +46,10 @@ type Options struct {
 	Scorer                string `yaml:"scorer"`
 	DisablePreemption     bool   `yaml:"disable_preemption"`
 	OverflowBeforePreempt bool   `yaml:"overflow_before_preempt"`
+	// HonourWindow is how soon a reservation's owner gets its idle
+	// capacity back; it is lent only to work that leaves within it
+	// (default sched.DefaultHonourWindow).
+	HonourWindow time.Duration `yaml:"reservation_honour_window"`
 }
 
 // Workload is a workload as written, with its position. Read its spec
@@ -352,6 +356,15 @@ func (c *Config) Input() sched.Input {
 			Scorer:                c.File.Options.Scorer,
 			DisablePreemption:     c.File.Options.DisablePreemption,
 			OverflowBeforePreempt: c.File.Options.OverflowBeforePreempt,
+			HonourWindow:          honourWindow(c.File.Options.HonourWindow),
 		},
 	}
+}
+
+// honourWindow is the configured honour window, or the default.
+func honourWindow(d time.Duration) time.Duration {
+	if d <= 0 {
+		return sched.DefaultHonourWindow
+	}
+	return d
 }

@@ -66,6 +66,11 @@ type Options struct {
 	// OverflowBeforePreempt tries every acceptable flavor and region
 	// without preemption before preempting anywhere.
 	OverflowBeforePreempt bool
+	// HonourWindow, when set, is how soon a reservation's owner gets its
+	// idle capacity back: it is lent only to work that leaves within the
+	// window once evicted (ExitTime). Zero lends it to any preemptible
+	// work.
+	HonourWindow time.Duration
 	// TerseReasons leaves Pending.Reason and Details empty (Code and the
 	// structured Blockers are still set; Pending.Render renders them
 	// later): for callers such as the simulator that decide thousands of
@@ -98,4 +103,21 @@ func appendCandidates(out []candidate, w *workload.Workload) []candidate {
 		}
 	}
 	return out
+}
+
+// SpotNotice is how long spot work is warned before it is evicted.
+const SpotNotice = 30 * time.Second
+
+// DefaultHonourWindow is the honour window the simulator's scenarios and
+// the server use unless told otherwise: a reservation's owner gets its
+// capacity within 5 minutes of asking.
+const DefaultHonourWindow = 5 * time.Minute
+
+// ExitTime is how long w takes to leave its GPUs once evicted: its grace
+// period, and at least SpotNotice for spot work.
+func ExitTime(w *workload.Workload) time.Duration {
+	if w.Priority == workload.PrioritySpot {
+		return max(w.GracePeriod, SpotNotice)
+	}
+	return w.GracePeriod
 }

@@ -18,7 +18,7 @@ import (
 func TestAlikeCoversSpec(t *testing.T) {
 	notRead := map[string]bool{
 		"Name": true, "Kind": true, "ExpectedRuntime": true, "CheckpointInterval": true,
-		"GracePeriod": true, "Labels": true,
+		"Labels": true, // GracePeriod is read: ExitTime decides who may borrow reserved capacity
 	}
 	base := workload.Workload{Spec: workload.Spec{
 		Name: "a", Tenant: "t", Priority: workload.PriorityNormal, GPUs: resource.GPUs(1), Replicas: 1,

@@ -161,6 +161,7 @@ type hopelessKey struct {
 	perGPU                         int32
 	prio                           workload.Priority
 	within, preemptible, gang      bool
+	exit                           time.Duration // ExitTime: decides whether it may borrow reserved capacity
 	cpu                            resource.MilliCPU
 	mem                            resource.MiB
 	cand                           candidate
@@ -169,7 +170,7 @@ type hopelessKey struct {
 
 func keyOf(cl *claim) hopelessKey {
 	k := hopelessKey{tenant: cl.tenant, onRes: cl.onRes, count: cl.count, replicas: cl.w.Replicas, perGPU: cl.perGPU,
-		prio: cl.w.Priority, within: cl.within, preemptible: cl.w.Preemptible, gang: cl.w.Gang(),
+		prio: cl.w.Priority, within: cl.within, preemptible: cl.w.Preemptible, gang: cl.w.Gang(), exit: ExitTime(cl.w),
 		cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
 	if len(cl.w.Pools) > 0 {
 		k.pools = strings.Join(cl.w.Pools, "\x00")
@@ -388,6 +389,7 @@ func alike(a, b *workload.Workload) bool {
 	return a.Tenant == b.Tenant && a.Priority == b.Priority && a.Preemptible == b.Preemptible &&
 		a.GPUs == b.GPUs && a.Replicas == b.Replicas && a.CPU == b.CPU && a.Memory == b.Memory &&
 		a.Topology == b.Topology && a.Reservation == b.Reservation && a.MaxPrice == b.MaxPrice &&
+		a.GracePeriod == b.GracePeriod && // ExitTime: may it borrow reserved capacity?
 		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Regions, b.Regions) && slices.Equal(a.Pools, b.Pools)
 }
 
@@ -684,8 +686,9 @@ func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
 				}
 			case poolReservation:
 				// Idle reserved capacity is lent only to preemptible work,
-				// and only when preemption can give it back to the owner.
-				if !cl.w.Preemptible || s.in.Options.DisablePreemption {
+				// only when preemption can give it back to the owner, and
+				// only to work that leaves within the honour window.
+				if !s.mayBorrowReserved(cl.w) {
 					continue
 				}
 			}
@@ -693,6 +696,17 @@ func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
 		}
 	}
 	return out
+}
+
+// mayBorrowReserved reports whether w may use idle reserved capacity: it
+// is preemptible, preemption is on (so the owner can take it back), and it
+// leaves within the honour window once evicted.
+func (s *snapshot) mayBorrowReserved(w *workload.Workload) bool {
+	if !w.Preemptible || s.in.Options.DisablePreemption {
+		return false
+	}
+	hw := s.in.Options.HonourWindow
+	return hw <= 0 || ExitTime(w) <= hw
 }
 
 // place puts every replica of the claim, preempting if allowed; on success

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,6 +24,7 @@ func schedulingOptions(o sched.Options) sched.Options {
 		Scorer:                strings.TrimSpace(o.Scorer),
 		DisablePreemption:     o.DisablePreemption,
 		OverflowBeforePreempt: o.OverflowBeforePreempt,
+		HonourWindow:          cmp.Or(max(o.HonourWindow, 0), sched.DefaultHonourWindow),
 	}
 }
 

@@ -72,10 +72,6 @@ type ReservationClaims struct {
 	WindowS  float64 `json:"window_s"`
 }
 
-// honourWindow is how soon a claim on a reservation with room must be
-// placed on it to count as honoured.
-const honourWindow = 5 * time.Minute
-
 // TrainingJob is one named training run as a reader follows it.
 type TrainingJob struct {
 	Name string `json:"name"`
@@ -210,7 +206,7 @@ func (r *recorder) firstPlaced(j *job) {
 	}
 	c := r.classes.of(j.class)
 	c.waits = append(c.waits, wait)
-	if j.resEligible && j.w.Running.OnReservation && wait <= honourWindow.Seconds() {
+	if j.resEligible && j.w.Running.OnReservation && wait <= r.s.sc.HonourWindow.Seconds() {
 		r.resHonoured++
 	}
 }
@@ -426,7 +422,7 @@ func (r *recorder) finish() *StrategyResult {
 	}
 	res.CustomerTimeToCapacityP95S = quantile(r.custWait, 0.95)
 	res.ReservationHonourRate = 1
-	res.Reservations = ReservationClaims{Claims: r.resClaims, Honoured: r.resHonoured, WindowS: honourWindow.Seconds()}
+	res.Reservations = ReservationClaims{Claims: r.resClaims, Honoured: r.resHonoured, WindowS: r.s.sc.HonourWindow.Seconds()}
 	if r.resClaims > 0 {
 		res.ReservationHonourRate = float64(r.resHonoured) / float64(r.resClaims)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
@@ -17,11 +18,15 @@ import (
 // Scenario is what a simulation replays: a fleet, tenants, reservations,
 // workload generators and inference services, for a duration.
 type Scenario struct {
-	Name         string                `yaml:"name"`
-	Description  string                `yaml:"description"`
-	Duration     time.Duration         `yaml:"duration"`
-	Start        time.Time             `yaml:"start"`
-	Cycle        time.Duration         `yaml:"cycle"` // scheduling cycle when something changed
+	Name        string        `yaml:"name"`
+	Description string        `yaml:"description"`
+	Duration    time.Duration `yaml:"duration"`
+	Start       time.Time     `yaml:"start"`
+	Cycle       time.Duration `yaml:"cycle"` // scheduling cycle when something changed
+	// HonourWindow is the reservations' promise: a claim on a reservation
+	// with room is placed on it within this long (default 5m). Reserved
+	// capacity is lent only to work that leaves within it once evicted.
+	HonourWindow time.Duration         `yaml:"reservation_honour_window"`
 	Catalog      *fleet.Catalog        `yaml:"catalog"`
 	Fleet        fleet.Spec            `yaml:"fleet"`
 	Tenants      []tenancy.TenantSpec  `yaml:"tenants"`
@@ -155,6 +160,12 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	}
 	if s.Cycle <= 0 {
 		s.Cycle = time.Minute
+	}
+	switch {
+	case s.HonourWindow < 0:
+		errs.Add(at, "reservation_honour_window", "a window is a positive duration, such as 5m")
+	case s.HonourWindow == 0:
+		s.HonourWindow = sched.DefaultHonourWindow
 	}
 	if s.Start.IsZero() {
 		s.Start = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC) // a Monday

@@ -23,9 +23,6 @@ import (
 // boundaries.
 const Step = time.Minute
 
-// spotNotice is how long spot work is warned before eviction.
-const spotNotice = 30 * time.Second
-
 // job is one workload's life in the simulation.
 type job struct {
 	w         *workload.Workload
@@ -497,6 +494,7 @@ func (s *Sim) cycle() {
 	in.Now = s.now
 	in.Workloads = ws
 	in.Options = schedOptions(s.st.Options)
+	in.Options.HonourWindow = s.sc.HonourWindow
 	in.Options.TerseReasons = debugFailures == nil // the run reads no messages
 	in.Cache = &s.cache
 	// Spot work is admitted below spot.AdmitFraction of its max price
@@ -539,7 +537,7 @@ func (s *Sim) cycle() {
 		}
 		g := j.w.GracePeriod
 		if p.Notice {
-			g = max(g, spotNotice)
+			g = max(g, sched.SpotNotice)
 		}
 		if p.By != "" {
 			grace[p.By] = max(grace[p.By], g)
@@ -636,8 +634,11 @@ func (s *Sim) skuOf(k tenancy.Key) *fleet.SKU {
 	return sku
 }
 
-// reservationRoom reports whether j's reservation has room for it now: its
-// owner's running and earlier eligible claims leave enough of the count.
+// reservationRoom reports whether j's reservation has room for it now:
+// what runs on it and the owner's earlier claims still waiting for it (the
+// core serves those first, oldest first) leave enough of the count. A
+// claim made while the owner's own work fills the reservation is not a
+// promise the reservation made.
 func (s *Sim) reservationRoom(j *job) bool {
 	var capacity, used resource.MilliGPU
 	for _, r := range s.cfg.File.Reservations {
@@ -648,7 +649,7 @@ func (s *Sim) reservationRoom(j *job) bool {
 		}
 	}
 	for _, o := range s.jobs {
-		if o != j && !o.done && o.w.Reservation == j.w.Reservation && (o.resEligible || (o.w.Running != nil && o.w.Running.OnReservation)) {
+		if o != j && !o.done && o.w.Reservation == j.w.Reservation && (o.w.Running == nil || o.w.Running.OnReservation) {
 			used += o.gpus()
 		}
 	}

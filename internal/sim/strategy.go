@@ -57,6 +57,10 @@ func ParseStrategy(file string, data []byte) (*Strategy, error) {
 	if st.Name == "" {
 		return nil, yamlfile.Errors{{Pos: yamlfile.Pos{File: file, Line: 1, Col: 1}, Field: "name", Msg: "a strategy needs a name"}}
 	}
+	if st.Options.HonourWindow != 0 {
+		return nil, yamlfile.Errors{{Pos: st.Options.Pos, Field: "options.reservation_honour_window",
+			Msg: "the honour window is the scenario's promise to reservation owners, not a strategy's choice: set it in the scenario"}}
+	}
 	return &st, nil
 }
 
