@@ -190,3 +190,21 @@ func (d *ServiceDist) meanMin(x float64) float64 {
 	}
 	return d.cwl[k] + x*(1-d.cw[k])
 }
+
+// ProfileFirstTokenDist is like ProfileDist, but its in-service latency is
+// the time to the first token (overhead plus prefill of the uncached
+// prompt), not to the last: stepped with the same input as ProfileDist's,
+// its response time is the time to first token of the same requests, since
+// both share the occupancy and hence the wait.
+func ProfileFirstTokenDist(p Profile, sizes *trace.TokenDist) (*ServiceDist, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	all := sizes.Sizes()
+	jobs := make([]Job, len(all))
+	for i, s := range all {
+		j := p.Job(s)
+		jobs[i] = Job{Occupancy: j.Occupancy, Latency: j.FirstToken}
+	}
+	return NewServiceDist(jobs)
+}

@@ -24,14 +24,18 @@ type StrategyResult struct {
 	ReservationHonourRate       float64 `json:"reservation_honour_rate"`
 	// Reservations counts the claims behind the rate: claims made while
 	// the reservation had room, and those placed on it within WindowS.
-	Reservations           ReservationClaims `json:"reservations"`
-	InferenceSLOAttainment float64           `json:"inference_slo_attainment"`
-	InferenceP99Ms         float64           `json:"inference_p99_ms"`
-	TrainingGPUHours       float64           `json:"training_gpu_hours"`
-	TrainingJobsCompleted  int               `json:"training_jobs_completed"`
-	TrainingJCTP50H        float64           `json:"training_jct_p50_h"`
-	WorkLostGPUHours       float64           `json:"work_lost_to_preemption_gpu_hours"`
-	Preemptions            int               `json:"preemptions"`
+	Reservations ReservationClaims `json:"reservations"`
+	// InferenceSLOAttainment is the share of inference requests whose
+	// time to first token met their service's SLO (turned away: missed).
+	InferenceSLOAttainment float64 `json:"inference_slo_attainment"`
+	// InferenceP99Ms is the time to first token p99 over every request
+	// of every service (per service: Inference).
+	InferenceP99Ms        float64 `json:"inference_p99_ms"`
+	TrainingGPUHours      float64 `json:"training_gpu_hours"`
+	TrainingJobsCompleted int     `json:"training_jobs_completed"`
+	TrainingJCTP50H       float64 `json:"training_jct_p50_h"`
+	WorkLostGPUHours      float64 `json:"work_lost_to_preemption_gpu_hours"`
+	Preemptions           int     `json:"preemptions"`
 	// CustomerVMPreemptions counts evictions of customers' (non-spot) VMs.
 	CustomerVMPreemptions int `json:"customer_vm_preemptions"`
 	SpotEvictions         int `json:"spot_evictions"`
@@ -59,6 +63,8 @@ type StrategyResult struct {
 	// fixed count, such as the flagship) to its end or to the end of
 	// the scenario.
 	TrainingJobs []TrainingJob `json:"training_jobs"`
+	// Inference is each service's latency over its requests, by name.
+	Inference map[string]ServiceLatency `json:"inference"`
 
 	Series Series `json:"-"`
 }
@@ -106,8 +112,8 @@ type Series struct {
 	Tenants     []string
 	TenantGPUs  [][]float64 // [row][tenant]
 	Services    []string
-	P99Ms       [][]float64 // [row][service]
-	SLOMs       []float64   // per service
+	P99Ms       [][]float64 // [row][service]: time to first token p99 of the step
+	SLOMs       []float64   // per service: its TTFT p99 SLO
 	Failures    []int       // cumulative customer capacity failures
 	TrainingGPU []float64   // cumulative training GPU-hours
 	Preemptions []int       // cumulative
@@ -140,9 +146,6 @@ type recorder struct {
 	resClaims   int
 	resHonoured int
 	sloW, slo   float64 // arrivals-weighted SLO attainment
-	p99Max      []float64
-	p99Sum      float64
-	p99N        float64
 	idleMilli   float64 // milli-GPU·steps
 	fragMilli   float64 // free milli on partly used nodes, per fragEvery
 	fragFree    float64 // free milli, per fragEvery
@@ -168,7 +171,6 @@ func newRecorder(s *Sim) *recorder {
 		r.res.Series.Services = append(r.res.Series.Services, st.spec.Name)
 		r.res.Series.SLOMs = append(r.res.Series.SLOMs, float64(st.spec.SLO)/float64(time.Millisecond))
 	}
-	r.p99Max = make([]float64, len(s.services))
 	return r
 }
 
@@ -293,15 +295,11 @@ func (r *recorder) sample() {
 		r.fragFree += free
 		r.fragMilli += frag
 	}
-	for i, st := range s.services {
-		p := float64(min(st.p99, maxLatency)) / float64(time.Millisecond)
+	for _, st := range s.services {
 		if st.arrivals > 0 {
 			r.sloW += st.arrivals
 			r.slo += st.arrivals * st.withinSLO
-			r.p99Sum += p * st.arrivals
-			r.p99N += st.arrivals
 		}
-		r.p99Max[i] = math.Max(r.p99Max[i], p)
 	}
 	if s.now.Sub(s.sc.Start)%SampleEvery != 0 {
 		return
@@ -321,7 +319,7 @@ func (r *recorder) sample() {
 	se.Utilization = append(se.Utilization, used/(float64(s.capacity)/resource.PerGPU))
 	prow := make([]float64, len(s.services))
 	for i, st := range s.services {
-		prow[i] = float64(min(st.p99, maxLatency)) / float64(time.Millisecond)
+		prow[i] = float64(min(st.ttft[2], maxLatency)) / float64(time.Millisecond)
 	}
 	se.P99Ms = append(se.P99Ms, prow)
 	se.Failures = append(se.Failures, r.res.CustomerCapacityFailures)
@@ -398,9 +396,7 @@ func (r *recorder) finish() *StrategyResult {
 	if r.sloW > 0 {
 		res.InferenceSLOAttainment = r.slo / r.sloW
 	}
-	if r.p99N > 0 {
-		res.InferenceP99Ms = r.p99Sum / r.p99N
-	}
+	res.Inference, res.InferenceP99Ms = r.inference()
 	res.TrainingJCTP50H = quantile(r.trainingJCT, 0.5)
 	for _, n := range s.cfg.Fleet.Nodes {
 		p := s.cfg.Fleet.Catalog.PriceIn(n.SKU, n.Region)
