@@ -65,6 +65,8 @@ type StrategyResult struct {
 	TrainingJobs []TrainingJob `json:"training_jobs"`
 	// Inference is each service's latency over its requests, by name.
 	Inference map[string]ServiceLatency `json:"inference"`
+	// Economics is the run's money (see Economics).
+	Economics Economics `json:"economics"`
 
 	Series Series `json:"-"`
 }
@@ -152,6 +154,7 @@ type recorder struct {
 	freeMilli   float64
 	allocMilliS float64 // from runs: milli-GPU·seconds
 	revenue     float64
+	econ        econ
 	ended       int
 	named       []*job // named training runs, in submission order
 }
@@ -200,6 +203,7 @@ func (r *recorder) firstPlaced(j *job) {
 }
 
 func (r *recorder) capacityFailure(j *job) {
+	r.econ.refused(r.s, j)
 	if j.customerRequest() {
 		r.res.CustomerCapacityFailures++
 		if debugFailures != nil {
@@ -257,6 +261,7 @@ func (r *recorder) ran(j *job, from, to time.Time) {
 	if !to.After(from) {
 		return
 	}
+	r.econ.ran(r.s, j, from, to)
 	gpuH := to.Sub(from).Hours() * float64(j.gpus()) / resource.PerGPU
 	r.allocMilliS += to.Sub(from).Seconds() * float64(j.gpus())
 	if j.w.Kind == workload.KindTraining {
@@ -403,6 +408,7 @@ func (r *recorder) finish() *StrategyResult {
 		res.CostUSD += p.Reserved3Y * hours
 	}
 	res.RevenueUSD = r.revenue
+	res.Economics = r.econ.economics(s, res.CostUSD)
 	round(&res.GPUUtilization, 4)
 	round(&res.CustomerCapacityFailureRate, 4)
 	round(&res.CustomerTimeToCapacityP95S, 1)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +29,7 @@ func (r *Results) WriteJSON(w io.Writer) error {
 }
 
 // WriteCSV writes one strategy's time series: one row per SampleEvery with
-// time, utilization, GPUs per tenant, p99 per service, cumulative customer
+// time, utilization, GPUs per tenant, time-to-first-token p99 per service, cumulative customer
 // capacity failures, training GPU-hours, preemptions, and spot prices.
 func (sr *StrategyResult) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -37,7 +39,7 @@ func (sr *StrategyResult) WriteCSV(w io.Writer) error {
 		head = append(head, "gpus_"+t)
 	}
 	for _, s := range se.Services {
-		head = append(head, "p99_ms_"+s)
+		head = append(head, "ttft_p99_ms_"+s)
 	}
 	head = append(head, "customer_capacity_failures", "training_gpu_hours", "preemptions")
 	for _, k := range se.SpotKeys {
@@ -88,8 +90,10 @@ var Columns = []struct {
 		}
 		return fmt.Sprintf("%s (%d of %d within %s)", pct(r.ReservationHonourRate), c.Honoured, c.Claims, dur(c.WindowS))
 	}, +1},
-	{"inference SLO attainment", func(r *StrategyResult) string { return pct(r.InferenceSLOAttainment) }, +1},
-	{"inference p99 (mean)", func(r *StrategyResult) string { return fmt.Sprintf("%.0f ms", r.InferenceP99Ms) }, -1},
+	{"inference SLO attainment (TTFT)", func(r *StrategyResult) string { return pct(r.InferenceSLOAttainment) }, +1},
+	{"inference TTFT p50/p95/p99", latencyRow(func(l ServiceLatency) Percentiles { return l.TTFTMs }, "%.0f"), -1},
+	{"inference TPOT p50/p95/p99", latencyRow(func(l ServiceLatency) Percentiles { return l.TPOTMs }, "%.1f"), -1},
+	{"inference end-to-end p50/p95/p99", latencyRow(func(l ServiceLatency) Percentiles { return l.E2EMs }, "%.0f"), -1},
 	{"training GPU-hours", func(r *StrategyResult) string { return fmt.Sprintf("%.0f", r.TrainingGPUHours) }, +1},
 	{"training JCT p50", func(r *StrategyResult) string { return fmt.Sprintf("%.2f h", r.TrainingJCTP50H) }, -1},
 	{"named training runs", namedRuns, 0},
@@ -99,8 +103,12 @@ var Columns = []struct {
 	{"spot evictions", func(r *StrategyResult) string { return strconv.Itoa(r.SpotEvictions) }, -1},
 	{"overflowed (overflow layer)", func(r *StrategyResult) string { return strconv.Itoa(r.Overflows) }, 0},
 	{"fragmentation", func(r *StrategyResult) string { return pct(r.Fragmentation) }, -1},
-	{"cost", func(r *StrategyResult) string { return fmt.Sprintf("$%.0f", r.CostUSD) }, 0},
-	{"revenue", func(r *StrategyResult) string { return fmt.Sprintf("$%.0f", r.RevenueUSD) }, +1},
+	{"revenue (customers, catalog prices)", func(r *StrategyResult) string { return usd(r.Economics.RevenueUSD) }, +1},
+	{"revenue lost to capacity failures", func(r *StrategyResult) string { return usd(r.Economics.RevenueLostUSD) }, -1},
+	{"SLA credits owed", func(r *StrategyResult) string { return usd(r.Economics.SLACreditsUSD) }, -1},
+	{"overflow premium", func(r *StrategyResult) string { return usd(r.Economics.OverflowPremiumUSD) }, -1},
+	{"internal training value", func(r *StrategyResult) string { return usd(r.Economics.InternalTrainingValueUSD) }, +1},
+	{"fleet cost (constant)", func(r *StrategyResult) string { return usd(r.Economics.FleetCostUSD) + " (same for every strategy)" }, 0},
 }
 
 // namedRuns says how each named training run ended ("n/a" without any).
@@ -114,6 +122,28 @@ func namedRuns(r *StrategyResult) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// latencyRow formats one latency's p50/p95/p99 per service, in ms ("n/a"
+// without services).
+func latencyRow(get func(ServiceLatency) Percentiles, format string) func(*StrategyResult) string {
+	return func(r *StrategyResult) string {
+		if len(r.Inference) == 0 {
+			return "n/a (no services)"
+		}
+		var out []string
+		for _, name := range slices.Sorted(maps.Keys(r.Inference)) {
+			p := get(r.Inference[name])
+			v := fmt.Sprintf(format+" / "+format+" / "+format+" ms", p.P50, p.P95, p.P99)
+			if len(r.Inference) > 1 {
+				v = name + ": " + v
+			}
+			out = append(out, v)
+		}
+		return strings.Join(out, "; ")
+	}
+}
+
+func usd(x float64) string { return fmt.Sprintf("$%.0f", x) }
 
 func pct(x float64) string { return fmt.Sprintf("%.2f%%", 100*x) }
 

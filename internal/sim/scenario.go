@@ -28,6 +28,9 @@ type Scenario struct {
 	Reservations []tenancy.Reservation `yaml:"reservations"`
 	Generators   []Generator           `yaml:"generators"`
 	Services     []Service             `yaml:"services"`
+	// Economics holds the prices the catalog does not: the internal
+	// price of the provider's own training.
+	Economics EconomicsSpec `yaml:"economics"`
 	// Strategies are the names run when none are asked for.
 	Strategies []string `yaml:"strategies"`
 	// Trace, when set, replays a real cluster trace: its machines join the
@@ -223,6 +226,9 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 				break
 			}
 		}
+	}
+	if v := s.Economics.InternalGPUHourUSD; !(v >= 0) || math.IsInf(v, 1) {
+		errs.Add(at, "economics.internal_gpu_hour_usd", "the internal price is USD per GPU-hour ≥ 0, such as 1.56")
 	}
 	if err := errs.Err(); err != nil {
 		return nil, err
