@@ -208,3 +208,24 @@ func ProfileFirstTokenDist(p Profile, sizes *trace.TokenDist) (*ServiceDist, err
 	}
 	return NewServiceDist(jobs)
 }
+
+// ProfileDistAtTPOT is like ProfileDist, but a request's in-service
+// latency is its time to first token plus one decode step of tpot for each
+// later token: the end-to-end time on a replica whose batch decodes at
+// that speed (see Profile.TPOT). The occupancy, and so the queue, is
+// ProfileDist's.
+func ProfileDistAtTPOT(p Profile, sizes *trace.TokenDist, tpot time.Duration) (*ServiceDist, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if tpot <= 0 {
+		return nil, fmt.Errorf("serving: time per output token %v must be > 0", tpot)
+	}
+	all := sizes.Sizes()
+	jobs := make([]Job, len(all))
+	for i, s := range all {
+		j := p.Job(s)
+		jobs[i] = Job{Occupancy: j.Occupancy, Latency: j.FirstToken + time.Duration(max(0, int64(s.Generated)-1))*tpot}
+	}
+	return NewServiceDist(jobs)
+}

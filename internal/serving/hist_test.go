@@ -147,3 +147,25 @@ func TestContextCache(t *testing.T) {
 		}
 	}
 }
+
+// End to end at a decode speed: the first token after prefill, then one
+// step per later token; the occupancy stays ProfileDist's.
+func TestProfileDistAtTPOT(t *testing.T) {
+	p := Profile{GPU: "X", GPUsPerReplica: 1, PrefillTPS: 1000, DecodeTPS: 10, Batch: 4, Overhead: 10 * time.Millisecond}
+	sizes, err := trace.NewTokenDist([]trace.AzureRequest{{TokenSizes: trace.TokenSizes{Context: 500, Generated: 21}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ProfileDistAtTPOT(p, sizes, 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := ProfileDist(p, sizes)
+	// 0.01 + 0.5 + 20 × 0.005 = 0.61 s.
+	if got := d.LatencyQuantile(0.5); !near(got, 610*time.Millisecond, 1e-6) || d.MeanOccupancy() != full.MeanOccupancy() {
+		t.Errorf("latency %v occupancy %v (full %v)", got, d.MeanOccupancy(), full.MeanOccupancy())
+	}
+	if _, err := ProfileDistAtTPOT(p, sizes, 0); err == nil {
+		t.Error("zero TPOT accepted")
+	}
+}

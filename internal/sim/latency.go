@@ -14,8 +14,8 @@ import (
 //     context cache;
 //   - TPOTMs, time per output token after the first: one decode step of
 //     the replica at its batch (a busier replica decodes slower);
-//   - E2EMs, time to the last token: queueing, round trip, overhead,
-//     prefill and every decode step.
+//   - E2EMs, time to the last token: the TTFT plus one decode step, at
+//     the step's TPOT, per later token.
 //
 // Requests turned away (waiting past 30 s, or with no replica) count as
 // slower than 60 s; a percentile among them reads 60000.

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -42,7 +43,11 @@ type serviceState struct {
 	spec  *Service
 	index int
 	prof  serving.Profile
-	dist  *serving.ServiceDist // in-service latency to the last token
+	// e2eDists have the in-service latency to the last token at a ladder
+	// of decode speeds, from one stream's step to a full batch's (tpots):
+	// each step uses the one nearest its replicas' TPOT.
+	e2eDists []*serving.ServiceDist
+	tpots    []time.Duration
 	// ttftDist has the same occupancy (so the same queue) with the
 	// in-service latency to the first token.
 	ttftDist *serving.ServiceDist
@@ -52,6 +57,7 @@ type serviceState struct {
 	scalers  []*serving.Autoscaler // per serving region
 	backlog  []float64
 	results  []serving.StepResult // per serving region: to the last token
+	tpot     []time.Duration      // per serving region: this step's time per output token
 	ttftRes  []serving.StepResult // per serving region: to the first token
 	replicas [][]*job             // per serving region: pending and running replica jobs
 	running  []int                // per serving region: replicas serving this step
@@ -83,9 +89,12 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 			return nil, fmt.Errorf("sim: service %s: no serving profile for %s", sv.Name, sv.Flavor)
 		}
 		prof.ContextCacheHit = sv.ContextCacheHit
-		dist, err := serving.ProfileDist(prof, sizes)
-		if err != nil {
-			return nil, fmt.Errorf("sim: service %s: %w", sv.Name, err)
+		tpots := tpotLadder(prof)
+		e2e := make([]*serving.ServiceDist, len(tpots))
+		for k, tp := range tpots {
+			if e2e[k], err = serving.ProfileDistAtTPOT(prof, sizes, tp); err != nil {
+				return nil, fmt.Errorf("sim: service %s: %w", sv.Name, err)
+			}
 		}
 		ttft, err := serving.ProfileFirstTokenDist(prof, sizes)
 		if err != nil {
@@ -96,7 +105,7 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sim: service %s: %w", sv.Name, err)
 		}
-		st := &serviceState{spec: sv, index: i, prof: prof, dist: dist, ttftDist: ttft, meanGen: gen, lat: lat}
+		st := &serviceState{spec: sv, index: i, prof: prof, e2eDists: e2e, tpots: tpots, ttftDist: ttft, meanGen: gen, lat: lat}
 		method := map[string]serving.RoutingMethod{"": serving.Performance, "performance": serving.Performance,
 			"priority": serving.Priority, "weighted": serving.Weighted}[sv.Routing]
 		st.router = serving.Router{Method: method, RTT: serving.DefaultRTT()}
@@ -128,6 +137,7 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 		n := len(sv.Regions)
 		st.backlog = make([]float64, n)
 		st.results = make([]serving.StepResult, n)
+		st.tpot = make([]time.Duration, n)
 		st.ttftRes = make([]serving.StepResult, n)
 		st.running = make([]int, n)
 		st.replicas = make([][]*job, n)
@@ -166,8 +176,9 @@ func (s *Sim) stepServices() {
 			}
 			st.running[ri] = running
 			in := serving.StepInput{Rate: rates[ri], Replicas: running, Step: Step, Backlog: st.backlog[ri], MaxWait: 30 * time.Second}
-			st.results[ri] = st.dist.Step(in)
 			st.ttftRes[ri] = st.ttftDist.Step(in)
+			st.tpot[ri] = st.stepTPOT(&st.ttftRes[ri], running)
+			st.results[ri] = st.e2eAt(st.tpot[ri]).Step(in)
 			st.backlog[ri] = st.results[ri].Backlog
 			st.router.Endpoints[ri].Healthy = serving.Probe(running, &st.results[ri], 10*time.Second)
 			want := st.scalers[ri].Decide(len(st.replicas[ri]), rates[ri], st.backlog[ri]).Replicas
@@ -215,19 +226,56 @@ func (st *serviceState) observe(flows []serving.Flow) {
 	st.lat.e2e.AddNever(rejected)
 	st.lat.rejected += rejected
 	for ri, r := range st.results {
-		c := float64(st.running[ri])
-		if r.Served <= 0 || c == 0 {
+		if r.Served <= 0 || st.running[ri] == 0 {
 			continue
 		}
-		tps := r.Served / Step.Seconds() / c * st.meanGen
 		var w float64
 		for _, f := range flows {
 			if f.Endpoint == ri {
 				w += acceptedOf(f, &r)
 			}
 		}
-		st.lat.tpot.AddPoint(st.prof.TPOT(tps), w)
+		st.lat.tpot.AddPoint(st.tpot[ri], w)
 	}
+}
+
+// stepTPOT is the time per output token of a region's replicas this
+// step: each generates the mean output tokens of the requests it started.
+func (st *serviceState) stepTPOT(r *serving.StepResult, running int) time.Duration {
+	if running == 0 {
+		return st.prof.TPOT(0)
+	}
+	return st.prof.TPOT(r.Served / Step.Seconds() / float64(running) * st.meanGen)
+}
+
+// tpotLadder is the decode speeds the end-to-end distributions are built
+// at: tpotLevels steps in geometric progression from one stream's decode
+// step to a full batch's (each within 4% of the next), or the profile's
+// one speed without a step model.
+func tpotLadder(p serving.Profile) []time.Duration {
+	lo, hi := p.TPOT(0), p.TPOT(math.MaxFloat64) // idle and saturated
+	if hi <= lo {
+		return []time.Duration{hi}
+	}
+	out := make([]time.Duration, tpotLevels)
+	for k := range out {
+		f := float64(k) / float64(tpotLevels-1)
+		out[k] = time.Duration(float64(lo) * math.Pow(float64(hi)/float64(lo), f))
+	}
+	return out
+}
+
+const tpotLevels = 16
+
+// e2eAt is the end-to-end distribution at the ladder's speed nearest tpot.
+func (st *serviceState) e2eAt(tpot time.Duration) *serving.ServiceDist {
+	best, gap := 0, math.Inf(1)
+	for k, v := range st.tpots {
+		if g := math.Abs(math.Log(float64(v) / float64(tpot))); g < gap {
+			best, gap = k, g
+		}
+	}
+	return st.e2eDists[best]
 }
 
 // requestParts are the flows' response-time distributions, each shifted
