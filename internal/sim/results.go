@@ -103,12 +103,12 @@ var Columns = []struct {
 	{"spot evictions", func(r *StrategyResult) string { return strconv.Itoa(r.SpotEvictions) }, -1},
 	{"overflowed (overflow layer)", func(r *StrategyResult) string { return strconv.Itoa(r.Overflows) }, 0},
 	{"fragmentation", func(r *StrategyResult) string { return pct(r.Fragmentation) }, -1},
-	{"revenue (customers, catalog prices)", func(r *StrategyResult) string { return usd(r.Economics.RevenueUSD) }, +1},
+	{"revenue (customers, catalog prices)", func(r *StrategyResult) string { return usd(r.RevenueUSD) }, +1},
 	{"revenue lost to capacity failures", func(r *StrategyResult) string { return usd(r.Economics.RevenueLostUSD) }, -1},
 	{"SLA credits owed", func(r *StrategyResult) string { return usd(r.Economics.SLACreditsUSD) }, -1},
 	{"overflow premium", func(r *StrategyResult) string { return usd(r.Economics.OverflowPremiumUSD) }, -1},
 	{"internal training value", func(r *StrategyResult) string { return usd(r.Economics.InternalTrainingValueUSD) }, +1},
-	{"fleet cost (constant)", func(r *StrategyResult) string { return usd(r.Economics.FleetCostUSD) + " (same for every strategy)" }, 0},
+	{"fleet cost (constant)", func(r *StrategyResult) string { return usd(r.CostUSD) + " (same for every strategy)" }, 0},
 }
 
 // namedRuns says how each named training run ended ("n/a" without any).
