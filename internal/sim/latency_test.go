@@ -41,7 +41,7 @@ func TestPolicyLatencyIsTTFT(t *testing.T) {
 	}
 	sc.Generators = nil
 	s := newSimFor(t, sc, "hybrid", 3*time.Hour)
-	checked := 0
+	checked, down := 0, 0
 	s.afterStep = func() {
 		var m metricValues
 		s.measure(&m)
@@ -54,10 +54,18 @@ func TestPolicyLatencyIsTTFT(t *testing.T) {
 		if st.ttft[1] > 0 && st.ttft[1] < time.Second {
 			checked++
 		}
+		// With no replica serving, users get no first token: the step's
+		// p99 is unbounded (read as maxLatency), not 0.
+		if st.running[0]+st.running[1] == 0 && st.arrivals > 0 {
+			down++
+			if v < maxLatency.Seconds() || st.withinSLO != 0 {
+				t.Errorf("%v: no replica, yet p95_latency %v s and %v within the SLO", s.now, v, st.withinSLO)
+			}
+		}
 	}
 	s.Run()
-	if checked == 0 {
-		t.Fatal("no step with a TTFT p95 under a second")
+	if checked == 0 || down == 0 {
+		t.Fatalf("%d steps with a TTFT p95 under a second, %d with no replica: want both", checked, down)
 	}
 }
 

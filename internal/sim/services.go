@@ -201,29 +201,19 @@ func autoscalerSLO(slo time.Duration) time.Duration {
 // policies and the series, and the step's requests into the run's
 // histograms of TTFT, TPOT and end-to-end time.
 func (st *serviceState) observe(flows []serving.Flow) {
-	ttft := requestParts(flows, st.ttftRes)
-	e2e := requestParts(flows, st.results)
 	var rejected float64
 	st.arrivals = 0
 	for _, r := range st.results {
 		st.arrivals += r.Arrivals
-	}
-	for _, r := range st.results {
 		rejected += max(0, r.Rejected)
 	}
+	// The requests turned away are one more part, never answered.
+	ttft := append(requestParts(flows, st.ttftRes), serving.NeverPart(rejected))
+	e2e := append(requestParts(flows, st.results), serving.NeverPart(rejected))
 	st.ttft = [3]time.Duration{serving.MixQuantile(ttft, 0.5), serving.MixQuantile(ttft, 0.95), serving.MixQuantile(ttft, 0.99)}
-	var accepted float64
-	for _, p := range ttft {
-		accepted += p.Weight
-	}
-	st.withinSLO = 1
-	if accepted+rejected > 0 {
-		st.withinSLO = accepted * (1 - serving.MixExceed(ttft, st.spec.SLO)) / (accepted + rejected)
-	}
+	st.withinSLO = 1 - serving.MixExceed(ttft, st.spec.SLO)
 	st.lat.ttft.AddMix(ttft)
-	st.lat.ttft.AddNever(rejected)
 	st.lat.e2e.AddMix(e2e)
-	st.lat.e2e.AddNever(rejected)
 	st.lat.rejected += rejected
 	for ri, r := range st.results {
 		if r.Served <= 0 || st.running[ri] == 0 {
