@@ -23,7 +23,7 @@ func newPolicyTestCmd() *cobra.Command {
 under a strategy (default: dynamic) with the rules of FILE in place of the
 strategy's own, and prints every firing: when, the values that made the
 condition true, the actions taken and their effect, and how long the worst
-inference p99 took to return under its SLO.`,
+inference TTFT p99 took to return under its SLO.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -68,9 +68,9 @@ inference p99 took to return under its SLO.`,
 				}
 				switch {
 				case f.Recovered > 0:
-					fmt.Fprintf(out, "    inference p99 %v above SLO %v; back under it after %v\n", f.WorstP99.Round(time.Millisecond), f.SLO, f.Recovered)
+					fmt.Fprintf(out, "    inference TTFT p99 %v above SLO %v; back under it after %v\n", f.WorstP99.Round(time.Millisecond), f.SLO, f.Recovered)
 				case f.Recovered < 0:
-					fmt.Fprintf(out, "    inference p99 %v above SLO %v; not back under it by the end of the run\n", f.WorstP99.Round(time.Millisecond), f.SLO)
+					fmt.Fprintf(out, "    inference TTFT p99 %v above SLO %v; not back under it by the end of the run\n", f.WorstP99.Round(time.Millisecond), f.SLO)
 				}
 			}
 			fmt.Fprintf(out, "\n%d firings over %.0f days of %s under %s; inference SLO attainment %.2f%%, customer capacity failures %d\n",

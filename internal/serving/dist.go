@@ -190,3 +190,42 @@ func (d *ServiceDist) meanMin(x float64) float64 {
 	}
 	return d.cwl[k] + x*(1-d.cw[k])
 }
+
+// ProfileFirstTokenDist is like ProfileDist, but its in-service latency is
+// the time to the first token (overhead plus prefill of the uncached
+// prompt), not to the last: stepped with the same input as ProfileDist's,
+// its response time is the time to first token of the same requests, since
+// both share the occupancy and hence the wait.
+func ProfileFirstTokenDist(p Profile, sizes *trace.TokenDist) (*ServiceDist, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	all := sizes.Sizes()
+	jobs := make([]Job, len(all))
+	for i, s := range all {
+		j := p.Job(s)
+		jobs[i] = Job{Occupancy: j.Occupancy, Latency: j.FirstToken}
+	}
+	return NewServiceDist(jobs)
+}
+
+// ProfileDistAtTPOT is like ProfileDist, but a request's in-service
+// latency is its time to first token plus one decode step of tpot for each
+// later token: the end-to-end time on a replica whose batch decodes at
+// that speed (see Profile.TPOT). The occupancy, and so the queue, is
+// ProfileDist's.
+func ProfileDistAtTPOT(p Profile, sizes *trace.TokenDist, tpot time.Duration) (*ServiceDist, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if tpot <= 0 {
+		return nil, fmt.Errorf("serving: time per output token %v must be > 0", tpot)
+	}
+	all := sizes.Sizes()
+	jobs := make([]Job, len(all))
+	for i, s := range all {
+		j := p.Job(s)
+		jobs[i] = Job{Occupancy: j.Occupancy, Latency: j.FirstToken + time.Duration(max(0, int64(s.Generated)-1))*tpot}
+	}
+	return NewServiceDist(jobs)
+}

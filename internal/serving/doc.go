@@ -16,6 +16,14 @@
 // one server of an FCFS M/G/c queue whose service time is the occupancy;
 // the response time is the wait plus the in-service latency.
 //
+// Time to first token: ProfileFirstTokenDist has the same occupancy (so the
+// same queue) with the in-service time to the first token (overhead plus
+// prefill of the prompt tokens not in the context cache, ContextCacheHit);
+// stepped with the same input, its response time is the TTFT. TPOT is
+// Profile.TPOT: one decode step at the batch Little's law gives. Hist
+// accumulates a run's latencies over requests (each step's exact mixture
+// weighted by its requests), for percentiles over a whole run.
+//
 // ServiceDist.Step evaluates one step (for example one minute): Erlang C
 // with the Allen–Cunneen correction and an exponential conditional wait
 // while the queue is stable; a fluid backlog that grows, is capped by

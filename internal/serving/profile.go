@@ -32,6 +32,14 @@ const (
 //
 // The queueing model treats each replica as one server whose service time is
 // the occupancy; see the package documentation.
+//
+// With a context cache (ContextCacheHit h > 0), a share h of every prompt's
+// tokens is found in the replica's prefix (KV) cache — the user's context
+// from their previous request — and only c·(1−h) tokens are prefilled.
+//
+// The first token reaches the user Overhead + c·(1−h)/PrefillTPS after the
+// request starts (its in-service time to first token); each later token
+// takes one decode step (TPOT).
 type Profile struct {
 	GPU            GPUModel
 	GPUsPerReplica int
@@ -39,6 +47,15 @@ type Profile struct {
 	DecodeTPS      float64       // generated tokens per second per request stream at Batch
 	Batch          int           // concurrent decode streams per replica
 	Overhead       time.Duration // per request: tokenisation, scheduling, in-region hops
+	// ContextCacheHit is the share of prompt tokens served from the
+	// prefix cache, in [0, 1); 0: every token is prefilled.
+	ContextCacheHit float64
+	// StepBase and StepPerStream describe the decode step (one token for
+	// every active stream): StepBase + streams·StepPerStream, the time to
+	// read the weights plus each stream's KV cache. Zero for a profile
+	// given by hand: TPOT is then 1/DecodeTPS at any load.
+	StepBase      time.Duration
+	StepPerStream time.Duration
 }
 
 // Validate reports the first invalid field.
@@ -54,22 +71,49 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("serving: profile %s: batch %d < 1", p.GPU, p.Batch)
 	case p.Overhead < 0:
 		return fmt.Errorf("serving: profile %s: negative overhead %v", p.GPU, p.Overhead)
+	case !(p.ContextCacheHit >= 0 && p.ContextCacheHit < 1):
+		return fmt.Errorf("serving: profile %s: context cache hit %v not in [0, 1)", p.GPU, p.ContextCacheHit)
+	case p.StepBase < 0 || p.StepPerStream < 0:
+		return fmt.Errorf("serving: profile %s: negative decode step (%v, %v)", p.GPU, p.StepBase, p.StepPerStream)
 	}
 	return nil
 }
 
 // Job is what one request costs a replica.
 type Job struct {
-	Occupancy time.Duration // time the replica is busy with the request
-	Latency   time.Duration // time from start of service to the last token
+	Occupancy  time.Duration // time the replica is busy with the request
+	Latency    time.Duration // time from start of service to the last token
+	FirstToken time.Duration // time from start of service to the first token
 }
 
 // Job returns the cost of a request of the given size.
 func (p Profile) Job(s trace.TokenSizes) Job {
-	prefill := float64(s.Context) / p.PrefillTPS
+	prefill := float64(s.Context) * (1 - p.ContextCacheHit) / p.PrefillTPS
 	occ := prefill + float64(s.Generated)/(float64(p.Batch)*p.DecodeTPS)
-	lat := p.Overhead.Seconds() + prefill + float64(s.Generated)/p.DecodeTPS
-	return Job{Occupancy: seconds(occ), Latency: seconds(lat)}
+	first := p.Overhead.Seconds() + prefill
+	lat := first + float64(s.Generated)/p.DecodeTPS
+	return Job{Occupancy: seconds(occ), Latency: seconds(lat), FirstToken: seconds(first)}
+}
+
+// TPOT is the time per output token of a replica that generates
+// tokensPerSec tokens per second over all its streams. By Little's law the
+// active streams are b = tokensPerSec·step(b), with step(b) = StepBase +
+// b·StepPerStream, so b = tokensPerSec·StepBase/(1 − tokensPerSec·StepPerStream),
+// at least 1 and at most Batch (a replica asked for more runs a full batch
+// and queues the rest). TPOT is step(b): a lightly loaded replica decodes
+// faster than a full one. Without a step model it is 1/DecodeTPS.
+func (p Profile) TPOT(tokensPerSec float64) time.Duration {
+	if p.StepBase <= 0 && p.StepPerStream <= 0 {
+		return seconds(1 / p.DecodeTPS)
+	}
+	base, per := p.StepBase.Seconds(), p.StepPerStream.Seconds()
+	x := clampPos(tokensPerSec)
+	b := float64(p.Batch)
+	if den := 1 - x*per; den > 0 {
+		b = min(b, x*base/den)
+	}
+	b = max(1, b)
+	return seconds(base + b*per)
 }
 
 // Hardware is the part of a GPU's datasheet that sets LLM serving speed.
@@ -149,6 +193,7 @@ func Derive(h Hardware, m LLM) (Profile, error) {
 	}
 	batch := min(h.MaxBatch, int(kvRoomGB/streamGB))
 	step := (weightsGB + float64(batch)*streamGB) / (g * h.BandwidthGBs * h.BandwidthEff)
+	bw := g * h.BandwidthGBs * h.BandwidthEff
 	p := Profile{
 		GPU:            h.GPU,
 		GPUsPerReplica: int(g),
@@ -156,6 +201,8 @@ func Derive(h Hardware, m LLM) (Profile, error) {
 		DecodeTPS:      1 / step,
 		Batch:          batch,
 		Overhead:       DefaultOverhead,
+		StepBase:       seconds(weightsGB / bw),
+		StepPerStream:  seconds(streamGB / bw),
 	}
 	return p, p.Validate()
 }

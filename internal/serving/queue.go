@@ -487,3 +487,11 @@ func MixQuantile(parts []Part, p float64) time.Duration {
 	}
 	return seconds(bisect(0, hi, tau, f))
 }
+
+// never is the response of requests that are never answered.
+var never = Response{never: true}
+
+// NeverPart is a mixture component of weight w for requests that were
+// never answered (turned away, or with no replica): every quantile they
+// reach is Unbounded, and they exceed every time.
+func NeverPart(w float64) Part { return Part{Weight: w, Resp: &never} }

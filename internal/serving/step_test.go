@@ -195,7 +195,7 @@ func TestSelectK(t *testing.T) {
 }
 
 func TestSimulateDeterministic(t *testing.T) {
-	d := func(r *rand.Rand) Job { x := seconds(r.ExpFloat64()); return Job{x, x} }
+	d := func(r *rand.Rand) Job { x := seconds(r.ExpFloat64()); return Job{Occupancy: x, Latency: x} }
 	cfg := SimConfig{Servers: 2, Step: time.Minute, Rates: []Rate{1, 2.5, 0.5}}
 	a, err := Simulate(cfg, d, rand.New(rand.NewPCG(5, 5)))
 	if err != nil {

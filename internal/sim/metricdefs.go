@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -63,6 +64,22 @@ type SeriesDef struct {
 // always is a Value's ok for metrics that apply to every run.
 func always(x float64) (float64, bool) { return x, true }
 
+// latencyValue is the p99 of one latency of the first service by name.
+func latencyValue(get func(ServiceLatency) Percentiles) func(*StrategyResult) (float64, bool) {
+	return func(r *StrategyResult) (float64, bool) {
+		if len(r.Inference) == 0 {
+			return 0, false
+		}
+		return get(r.Inference[slices.Sorted(maps.Keys(r.Inference))[0]]).P99, true
+	}
+}
+
+// formatLatency writes every service's p50/p95/p99 of one latency.
+func formatLatency(get func(ServiceLatency) Percentiles, format string) func(*StrategyResult, float64) string {
+	row := latencyRow(get, format)
+	return func(r *StrategyResult, _ float64) string { return row(r) }
+}
+
 func hasServices(r *StrategyResult) bool { return len(r.Series.Services) > 0 || r.InferenceP99Ms > 0 }
 
 // submittedKind reports whether work of a kind was submitted in the run.
@@ -115,14 +132,32 @@ var Metrics = []MetricDef{
 		}},
 	{Key: "reservations", Label: "reservation claims", Definition: "The claims behind reservation_honour_rate: claims, honoured, and window_s (seconds).",
 		Covers: "workloads that name a reservation"},
-	{Key: "inference_slo_attainment", Label: "inference SLO attainment", Unit: "%", Better: +1, Headline: true,
-		Definition: "Share of inference requests completed within their service's slo_p99, weighted by arrivals over every minute of the run.",
+	{Key: "inference_slo_attainment", Label: "inference SLO attainment (TTFT)", Unit: "%", Better: +1, Headline: true,
+		Definition: "Share of inference requests whose time to first token met their service's slo_ttft_p99 (requests turned away miss it), over every request of the run.",
 		Covers:     "the scenario's inference services",
 		Value:      func(r *StrategyResult) (float64, bool) { return r.InferenceSLOAttainment, hasServices(r) }},
-	{Key: "inference_p99_ms", Label: "inference p99 (mean)", Unit: "ms", Better: -1, Headline: true,
-		Definition: "Each service's p99 full completion time (queueing, network and processing; capped at 60 s), averaged over the run's minutes weighted by arrivals.",
+	{Key: "inference_p99_ms", Label: "inference TTFT p99 (all services)", Unit: "ms", Better: -1,
+		Definition: "99th percentile of time to first token over every request of every service (a request turned away counts as 60 s).",
 		Covers:     "the scenario's inference services",
 		Value:      func(r *StrategyResult) (float64, bool) { return r.InferenceP99Ms, hasServices(r) }},
+	{Key: "inference", Label: "inference latency per service",
+		Definition: "Per service: requests, rejected, slo_ttft_p99_ms, and ttft_ms, tpot_ms, e2e_ms, each with p50/p95/p99 over the service's requests (docs/sim-latency-economics.md).",
+		Covers:     "the scenario's inference services"},
+	{Key: "inference.SERVICE.ttft_ms", Label: "inference TTFT p50/p95/p99", Unit: "ms", Better: -1, Headline: true,
+		Definition: "Time to first token: network round trip + queue wait + overhead + prefill of the uncached prompt, percentiles over requests (turned away: 60 s). The value compared is the p99 of the first service by name.",
+		Covers:     "the scenario's inference services",
+		Value:      latencyValue(func(l ServiceLatency) Percentiles { return l.TTFTMs }),
+		Format:     formatLatency(func(l ServiceLatency) Percentiles { return l.TTFTMs }, "%.0f")},
+	{Key: "inference.SERVICE.tpot_ms", Label: "inference TPOT p50/p95/p99", Unit: "ms", Better: -1, Headline: true,
+		Definition: "Time per output token: one decode step at the minute's batch of active streams, percentiles over requests. The value compared is the p99 of the first service by name.",
+		Covers:     "the scenario's inference services",
+		Value:      latencyValue(func(l ServiceLatency) Percentiles { return l.TPOTMs }),
+		Format:     formatLatency(func(l ServiceLatency) Percentiles { return l.TPOTMs }, "%.1f")},
+	{Key: "inference.SERVICE.e2e_ms", Label: "inference end-to-end p50/p95/p99", Unit: "ms", Better: -1, Headline: true,
+		Definition: "Time to the last token: TTFT plus one TPOT per further output token, percentiles over requests. The value compared is the p99 of the first service by name.",
+		Covers:     "the scenario's inference services",
+		Value:      latencyValue(func(l ServiceLatency) Percentiles { return l.E2EMs }),
+		Format:     formatLatency(func(l ServiceLatency) Percentiles { return l.E2EMs }, "%.0f")},
 	{Key: "training_gpu_hours", Label: "training GPU-hours", Unit: "GPU-h", Better: +1, Headline: true,
 		Definition: "GPU-hours allocated to training workloads, work later lost to preemption included.",
 		Covers:     "workloads of kind training",
@@ -162,7 +197,21 @@ var Metrics = []MetricDef{
 	{Key: "fragmentation", Label: "fragmentation", Unit: "%", Better: -1, Headline: true,
 		Definition: "Free GPU capacity on partly used nodes divided by all free GPU capacity, summed over samples every 10 minutes.",
 		Covers:     "the fleet", Value: func(r *StrategyResult) (float64, bool) { return always(r.Fragmentation) }},
-	{Key: "cost_usd", Label: "fleet cost (same for every strategy)", Unit: "USD", Headline: true,
+	{Key: "economics", Label: "economics", Definition: "The run's money: revenue_usd, revenue_by_class_usd, revenue_lost_usd, sla_credits_usd, overflow_premium_usd, internal_training_value_usd, fleet_cost_usd (constant) (docs/sim-latency-economics.md).",
+		Covers: "all workloads"},
+	{Key: "economics.revenue_lost_usd", Label: "revenue lost to capacity failures", Unit: "USD", Better: -1, Headline: true,
+		Definition: "What customer requests that failed for capacity would have paid at catalog prices for their asked runtime.",
+		Covers:     "customer workloads", Value: func(r *StrategyResult) (float64, bool) { return always(r.Economics.RevenueLostUSD) }},
+	{Key: "economics.sla_credits_usd", Label: "SLA credits owed", Unit: "USD", Better: -1, Headline: true,
+		Definition: "Azure VM SLA service credits (below 99.99% monthly uptime 10%, below 99% 25%, below 95% 100% of the VM's charge) for SLA VMs preempted (uptime: time run over life) or refused (0% uptime).",
+		Covers:     "customer VMs that are neither preemptible nor spot", Value: func(r *StrategyResult) (float64, bool) { return always(r.Economics.SLACreditsUSD) }},
+	{Key: "economics.overflow_premium_usd", Label: "overflow premium", Unit: "USD", Better: -1, Headline: true,
+		Definition: "For placements the overflow layer made: (destination's catalog price − first choice's) × GPU-hours run there; negative when the overflow was cheaper.",
+		Covers:     "overflow-layer placements", Value: func(r *StrategyResult) (float64, bool) { return always(r.Economics.OverflowPremiumUSD) }},
+	{Key: "economics.internal_training_value_usd", Label: "internal training value", Unit: "USD", Better: +1, Headline: true,
+		Definition: "Internal training GPU-hours that were not lost to preemption × the scenario's economics.internal_gpu_hour_usd.",
+		Covers:     "internal training workloads", Value: func(r *StrategyResult) (float64, bool) { return always(r.Economics.InternalTrainingValueUSD) }},
+	{Key: "cost_usd", Label: "fleet cost (constant)", Unit: "USD", Headline: true,
 		Definition: "The fleet's 3-year reserved list price per hour × simulated hours: a constant of the fleet, the same under every strategy.",
 		Covers:     "the fleet", Value: func(r *StrategyResult) (float64, bool) { return always(r.CostUSD) }},
 	{Key: "revenue_usd", Label: "revenue (customer work)", Unit: "USD", Better: +1, Headline: true,
@@ -247,7 +296,7 @@ var SeriesColumns = []SeriesDef{
 	{Column: "gpus_", Unit: "GPUs", Definition: "GPUs allocated to the tenant's workloads, one column per tenant that owns work in the scenario.",
 		Names: func(se *Series) []string { return se.Tenants },
 		Cells: func(se *Series, i int) []string { return fnums(se.TenantGPUs[i], 3) }},
-	{Column: "p99_ms_", Unit: "ms", Definition: "The service's p99 full completion time that minute (capped at 60 s), one column per service.",
+	{Column: "ttft_p99_ms_", Unit: "ms", Definition: "The service's time-to-first-token p99 that minute (a request turned away counts as 60 s), one column per service.",
 		Names: func(se *Series) []string { return se.Services },
 		Cells: func(se *Series, i int) []string { return fnums(se.P99Ms[i], 1) }},
 	{Column: "customer_capacity_failures", Unit: "count", Definition: "Customer capacity failures so far (cumulative; see customer_capacity_failures).",

@@ -24,14 +24,18 @@ type StrategyResult struct {
 	ReservationHonourRate       float64 `json:"reservation_honour_rate"`
 	// Reservations counts the claims behind the rate: claims made while
 	// the reservation had room, and those placed on it within WindowS.
-	Reservations           ReservationClaims `json:"reservations"`
-	InferenceSLOAttainment float64           `json:"inference_slo_attainment"`
-	InferenceP99Ms         float64           `json:"inference_p99_ms"`
-	TrainingGPUHours       float64           `json:"training_gpu_hours"`
-	TrainingJobsCompleted  int               `json:"training_jobs_completed"`
-	TrainingJCTP50H        float64           `json:"training_jct_p50_h"`
-	WorkLostGPUHours       float64           `json:"work_lost_to_preemption_gpu_hours"`
-	Preemptions            int               `json:"preemptions"`
+	Reservations ReservationClaims `json:"reservations"`
+	// InferenceSLOAttainment is the share of inference requests whose
+	// time to first token met their service's SLO (turned away: missed).
+	InferenceSLOAttainment float64 `json:"inference_slo_attainment"`
+	// InferenceP99Ms is the time to first token p99 over every request
+	// of every service (per service: Inference).
+	InferenceP99Ms        float64 `json:"inference_p99_ms"`
+	TrainingGPUHours      float64 `json:"training_gpu_hours"`
+	TrainingJobsCompleted int     `json:"training_jobs_completed"`
+	TrainingJCTP50H       float64 `json:"training_jct_p50_h"`
+	WorkLostGPUHours      float64 `json:"work_lost_to_preemption_gpu_hours"`
+	Preemptions           int     `json:"preemptions"`
 	// CustomerVMPreemptions counts evictions of customers' (non-spot) VMs.
 	CustomerVMPreemptions int `json:"customer_vm_preemptions"`
 	SpotEvictions         int `json:"spot_evictions"`
@@ -61,6 +65,10 @@ type StrategyResult struct {
 	TrainingJobs []TrainingJob `json:"training_jobs"`
 	// Classes are the scenario's classes (see ClassGroup), keyed by name.
 	Classes ClassResults `json:"classes"`
+	// Inference is each service's latency over its requests, by name.
+	Inference map[string]ServiceLatency `json:"inference"`
+	// Economics is the run's money (see Economics).
+	Economics Economics `json:"economics"`
 
 	Series Series `json:"-"`
 }
@@ -104,8 +112,8 @@ type Series struct {
 	Tenants     []string
 	TenantGPUs  [][]float64 // [row][tenant]
 	Services    []string
-	P99Ms       [][]float64 // [row][service]
-	SLOMs       []float64   // per service
+	P99Ms       [][]float64 // [row][service]: time to first token p99 of the step
+	SLOMs       []float64   // per service: its TTFT p99 SLO
 	Failures    []int       // cumulative customer capacity failures
 	TrainingGPU []float64   // cumulative training GPU-hours
 	Preemptions []int       // cumulative
@@ -138,15 +146,13 @@ type recorder struct {
 	resClaims   int
 	resHonoured int
 	sloW, slo   float64 // arrivals-weighted SLO attainment
-	p99Max      []float64
-	p99Sum      float64
-	p99N        float64
 	idleMilli   float64 // milli-GPU·steps
 	fragMilli   float64 // free milli on partly used nodes, per fragEvery
 	fragFree    float64 // free milli, per fragEvery
 	freeMilli   float64
 	allocMilliS float64 // from runs: milli-GPU·seconds
 	revenue     float64
+	econ        econ
 	ended       int
 	named       []*job // named training runs, in submission order
 	classes     *classBook
@@ -171,7 +177,6 @@ func newRecorder(s *Sim) *recorder {
 		r.res.Series.Services = append(r.res.Series.Services, st.spec.Name)
 		r.res.Series.SLOMs = append(r.res.Series.SLOMs, float64(st.spec.SLO)/float64(time.Millisecond))
 	}
-	r.p99Max = make([]float64, len(s.services))
 	return r
 }
 
@@ -218,6 +223,7 @@ func (r *recorder) capacityFailure(j *job) {
 		c.CapacityFailuresByReason = map[string]int{}
 	}
 	c.CapacityFailuresByReason[j.failureReason()]++
+	r.econ.refused(r.s, j)
 	if j.customerRequest() {
 		r.res.CustomerCapacityFailures++
 		if debugFailures != nil {
@@ -284,6 +290,7 @@ func (r *recorder) ran(j *job, from, to time.Time) {
 	if !to.After(from) {
 		return
 	}
+	r.econ.ran(r.s, j, from, to)
 	gpuH := to.Sub(from).Hours() * float64(j.gpus()) / resource.PerGPU
 	r.allocMilliS += to.Sub(from).Seconds() * float64(j.gpus())
 	if j.w.Kind == workload.KindTraining {
@@ -323,15 +330,11 @@ func (r *recorder) sample() {
 		r.fragFree += free
 		r.fragMilli += frag
 	}
-	for i, st := range s.services {
-		p := float64(min(st.p99, maxLatency)) / float64(time.Millisecond)
+	for _, st := range s.services {
 		if st.arrivals > 0 {
 			r.sloW += st.arrivals
 			r.slo += st.arrivals * st.withinSLO
-			r.p99Sum += p * st.arrivals
-			r.p99N += st.arrivals
 		}
-		r.p99Max[i] = math.Max(r.p99Max[i], p)
 	}
 	if s.now.Sub(s.sc.Start)%SampleEvery != 0 {
 		return
@@ -353,7 +356,7 @@ func (r *recorder) sample() {
 	se.Utilization = append(se.Utilization, used/(float64(s.capacity)/resource.PerGPU))
 	prow := make([]float64, len(s.services))
 	for i, st := range s.services {
-		prow[i] = float64(min(st.p99, maxLatency)) / float64(time.Millisecond)
+		prow[i] = float64(min(st.ttft[2], maxLatency)) / float64(time.Millisecond)
 	}
 	se.P99Ms = append(se.P99Ms, prow)
 	se.Failures = append(se.Failures, r.res.CustomerCapacityFailures)
@@ -430,9 +433,7 @@ func (r *recorder) finish() *StrategyResult {
 	if r.sloW > 0 {
 		res.InferenceSLOAttainment = r.slo / r.sloW
 	}
-	if r.p99N > 0 {
-		res.InferenceP99Ms = r.p99Sum / r.p99N
-	}
+	res.Inference, res.InferenceP99Ms = r.inference()
 	res.TrainingJCTP50H = quantile(r.trainingJCT, 0.5)
 	for _, n := range s.cfg.Fleet.Nodes {
 		p := s.cfg.Fleet.Catalog.PriceIn(n.SKU, n.Region)
@@ -440,6 +441,7 @@ func (r *recorder) finish() *StrategyResult {
 	}
 	res.RevenueUSD = r.revenue
 	res.Classes = r.classes.finish()
+	res.Economics = r.econ.economics(s, res.CostUSD)
 	round(&res.GPUUtilization, 4)
 	round(&res.CustomerCapacityFailureRate, 4)
 	round(&res.CustomerTimeToCapacityP95S, 1)

@@ -330,7 +330,7 @@ func (r *Results) writeTenantCharts(b *strings.Builder, xMax float64) {
 // against its SLO, on a log scale (latencies are capped at maxLatency).
 func (r *Results) writeLatencyCharts(b *strings.Builder, xMax float64) {
 	services := r.union(func(s *Series) []string { return s.Services })
-	b.WriteString("<h3 id=\"latency\">Inference p99 latency against the SLO</h3>\n")
+	b.WriteString("<h3 id=\"latency\">Inference time to first token p99 against the SLO</h3>\n")
 	if len(services) == 0 {
 		b.WriteString("<p class=\"note\">No inference services in this scenario.</p>\n")
 		return

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -91,6 +93,28 @@ func namedRuns(r *StrategyResult) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// latencyRow formats one latency's p50/p95/p99 per service, in ms ("n/a"
+// without services).
+func latencyRow(get func(ServiceLatency) Percentiles, format string) func(*StrategyResult) string {
+	return func(r *StrategyResult) string {
+		if len(r.Inference) == 0 {
+			return "n/a (no services)"
+		}
+		var out []string
+		for _, name := range slices.Sorted(maps.Keys(r.Inference)) {
+			p := get(r.Inference[name])
+			v := fmt.Sprintf(format+" / "+format+" / "+format+" ms", p.P50, p.P95, p.P99)
+			if len(r.Inference) > 1 {
+				v = name + ": " + v
+			}
+			out = append(out, v)
+		}
+		return strings.Join(out, "; ")
+	}
+}
+
+func usd(x float64) string { return fmt.Sprintf("$%.0f", x) }
 
 func pct(x float64) string { return fmt.Sprintf("%.2f%%", 100*x) }
 

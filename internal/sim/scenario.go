@@ -36,6 +36,9 @@ type Scenario struct {
 	// Classes group workload class labels into the classes results are
 	// reported by (see ClassGroup); a label none lists is its own class.
 	Classes []ClassGroup `yaml:"classes"`
+	// Economics holds the prices the catalog does not: the internal
+	// price of the provider's own training.
+	Economics EconomicsSpec `yaml:"economics"`
 	// Strategies are the names run when none are asked for.
 	Strategies []string `yaml:"strategies"`
 	// Trace, when set, replays a real cluster trace: its machines join the
@@ -92,7 +95,8 @@ type Size struct {
 }
 
 // Service is an inference service (the coding-assistant case): replicas in
-// several regions behind a router, scaled to keep p99 under the SLO.
+// several regions behind a router, scaled to keep the time to first token
+// (TTFT) p99 under the SLO.
 type Service struct {
 	Pos      yamlfile.Pos
 	Name     string            `yaml:"name"`
@@ -102,11 +106,20 @@ type Service struct {
 	Flavor   fleet.ModelID     `yaml:"flavor"`
 	// Regions serving the service; users come from UserRegions with their
 	// local peak hour.
-	Regions     []string      `yaml:"regions"`
-	Users       []UserRegion  `yaml:"users"`
-	SLO         time.Duration `yaml:"slo_p99"`
-	MinReplicas int           `yaml:"min_replicas"`
-	MaxReplicas int           `yaml:"max_replicas"`
+	Regions []string     `yaml:"regions"`
+	Users   []UserRegion `yaml:"users"`
+	// SLO bounds the time to first token at p99, as users see it: network
+	// round trip, queueing, overhead and prefill.
+	SLO time.Duration `yaml:"slo_ttft_p99"`
+	// OldSLO is the end-to-end p99 SLO of earlier scenarios, refused with
+	// a pointer to slo_ttft_p99.
+	OldSLO time.Duration `yaml:"slo_p99"`
+	// ContextCacheHit is the share of each prompt's tokens found in the
+	// replica's prefix cache (the user's context from their previous
+	// request), in [0, 1): only the rest is prefilled.
+	ContextCacheHit float64 `yaml:"context_cache_hit"`
+	MinReplicas     int     `yaml:"min_replicas"`
+	MaxReplicas     int     `yaml:"max_replicas"`
 	// Scale multiplies the built-in coding-assistant load (350 requests/s
 	// on average per user region on weekdays).
 	Scale float64 `yaml:"scale"`
@@ -201,8 +214,14 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 		if sv.Name == "" || sv.Tenant == "" || sv.Flavor == "" || len(sv.Regions) == 0 || len(sv.Users) == 0 {
 			errs.Add(sv.Pos, f, "a service needs name, tenant, flavor, regions and users")
 		}
-		if sv.SLO <= 0 {
-			errs.Add(sv.Pos, f+".slo_p99", "a service needs a p99 SLO, such as 8s")
+		switch {
+		case sv.OldSLO != 0:
+			errs.Add(sv.Pos, f+".slo_p99", "slo_p99 (end-to-end) is no longer read: the SLO bounds the time to first token, write slo_ttft_p99: 200ms")
+		case sv.SLO <= 0:
+			errs.Add(sv.Pos, f+".slo_ttft_p99", "a service needs a time-to-first-token p99 SLO, such as slo_ttft_p99: 200ms")
+		}
+		if !(sv.ContextCacheHit >= 0 && sv.ContextCacheHit < 1) {
+			errs.Add(sv.Pos, f+".context_cache_hit", "context_cache_hit is a share in [0, 1), such as 0.95")
 		}
 		if sv.Scale <= 0 {
 			errs.Add(sv.Pos, f+".scale", "scale must be > 0")
@@ -223,6 +242,9 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 		}
 	}
 	s.checkClasses(&errs, at)
+	if v := s.Economics.InternalGPUHourUSD; !(v >= 0) || math.IsInf(v, 1) {
+		errs.Add(at, "economics.internal_gpu_hour_usd", "the internal price is USD per GPU-hour ≥ 0, such as 1.56")
+	}
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -39,26 +40,37 @@ func codeTokens() (*trace.TokenDist, error) {
 
 // serviceState is one inference service during a run.
 type serviceState struct {
-	spec     *Service
-	index    int
-	dist     *serving.ServiceDist
+	spec  *Service
+	index int
+	prof  serving.Profile
+	// e2eDists have the in-service latency to the last token at a ladder
+	// of decode speeds, from one stream's step to a full batch's (tpots):
+	// each step uses the one nearest its replicas' TPOT.
+	e2eDists []*serving.ServiceDist
+	tpots    []time.Duration
+	// ttftDist has the same occupancy (so the same queue) with the
+	// in-service latency to the first token.
+	ttftDist *serving.ServiceDist
+	meanGen  float64         // mean generated tokens per request
 	loads    []*serving.Load // per user region
 	router   serving.Router
 	scalers  []*serving.Autoscaler // per serving region
 	backlog  []float64
-	results  []serving.StepResult
-	replicas [][]*job // per serving region: pending and running replica jobs
-	next     int      // replica name counter
+	results  []serving.StepResult // per serving region: to the last token
+	tpot     []time.Duration      // per serving region: this step's time per output token
+	ttftRes  []serving.StepResult // per serving region: to the first token
+	replicas [][]*job             // per serving region: pending and running replica jobs
+	running  []int                // per serving region: replicas serving this step
+	next     int                  // replica name counter
 
-	// base is the response time at p50, p95, p99 with no queueing and no
-	// network: what the service itself takes.
-	base [3]time.Duration
-	// Last step, for metrics.
-	p50       time.Duration
-	p99       time.Duration
-	p95       time.Duration
+	// Last step, for metrics and policies: TTFT as users see it at p50,
+	// p95, p99, the step's requests and the share answered within the SLO.
+	ttft      [3]time.Duration
 	arrivals  float64
 	withinSLO float64
+
+	// lat holds the whole run's latencies over requests.
+	lat *serviceLatency
 }
 
 func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
@@ -76,13 +88,24 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 		if !ok {
 			return nil, fmt.Errorf("sim: service %s: no serving profile for %s", sv.Name, sv.Flavor)
 		}
-		dist, err := serving.ProfileDist(prof, sizes)
+		prof.ContextCacheHit = sv.ContextCacheHit
+		tpots := tpotLadder(prof)
+		e2e := make([]*serving.ServiceDist, len(tpots))
+		for k, tp := range tpots {
+			if e2e[k], err = serving.ProfileDistAtTPOT(prof, sizes, tp); err != nil {
+				return nil, fmt.Errorf("sim: service %s: %w", sv.Name, err)
+			}
+		}
+		ttft, err := serving.ProfileFirstTokenDist(prof, sizes)
 		if err != nil {
 			return nil, fmt.Errorf("sim: service %s: %w", sv.Name, err)
 		}
-		st := &serviceState{spec: sv, index: i, dist: dist}
-		idle := dist.Step(serving.StepInput{Rate: 1, Replicas: 1000, Step: Step})
-		st.base = [3]time.Duration{idle.P50, idle.P95, idle.P99}
+		_, gen := sizes.Mean()
+		lat, err := newServiceLatency()
+		if err != nil {
+			return nil, fmt.Errorf("sim: service %s: %w", sv.Name, err)
+		}
+		st := &serviceState{spec: sv, index: i, prof: prof, e2eDists: e2e, tpots: tpots, ttftDist: ttft, meanGen: gen, lat: lat}
 		method := map[string]serving.RoutingMethod{"": serving.Performance, "performance": serving.Performance,
 			"priority": serving.Priority, "weighted": serving.Weighted}[sv.Routing]
 		st.router = serving.Router{Method: method, RTT: serving.DefaultRTT()}
@@ -95,8 +118,8 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 				weight = sv.Weights[ri]
 			}
 			st.router.Endpoints = append(st.router.Endpoints, serving.Endpoint{Region: serving.Region(r), Priority: ri, Weight: weight, Healthy: true})
-			as, err := serving.NewAutoscaler(dist, serving.AutoscalerConfig{
-				SLO: sv.SLO, TargetUtilization: 0.8, MinReplicas: sv.MinReplicas, MaxReplicas: sv.MaxReplicas,
+			as, err := serving.NewAutoscaler(ttft, serving.AutoscalerConfig{
+				SLO: autoscalerSLO(sv.SLO), TargetUtilization: 0.8, MinReplicas: sv.MinReplicas, MaxReplicas: sv.MaxReplicas,
 				DownStabilization: 10, MaxScaleDown: 8,
 			})
 			if err != nil {
@@ -114,6 +137,9 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 		n := len(sv.Regions)
 		st.backlog = make([]float64, n)
 		st.results = make([]serving.StepResult, n)
+		st.tpot = make([]time.Duration, n)
+		st.ttftRes = make([]serving.StepResult, n)
+		st.running = make([]int, n)
 		st.replicas = make([][]*job, n)
 		out = append(out, st)
 	}
@@ -148,22 +174,118 @@ func (s *Sim) stepServices() {
 					running++
 				}
 			}
-			st.results[ri] = st.dist.Step(serving.StepInput{Rate: rates[ri], Replicas: running, Step: Step, Backlog: st.backlog[ri], MaxWait: 30 * time.Second})
+			st.running[ri] = running
+			in := serving.StepInput{Rate: rates[ri], Replicas: running, Step: Step, Backlog: st.backlog[ri], MaxWait: 30 * time.Second}
+			st.ttftRes[ri] = st.ttftDist.Step(in)
+			st.tpot[ri] = st.stepTPOT(&st.ttftRes[ri], running)
+			st.results[ri] = st.e2eAt(st.tpot[ri]).Step(in)
 			st.backlog[ri] = st.results[ri].Backlog
 			st.router.Endpoints[ri].Healthy = serving.Probe(running, &st.results[ri], 10*time.Second)
 			want := st.scalers[ri].Decide(len(st.replicas[ri]), rates[ri], st.backlog[ri]).Replicas
 			s.scaleTo(st, ri, want)
 		}
-		parts := serving.UserLatency(flows, st.results)
-		st.arrivals = 0
-		for _, r := range st.results {
-			st.arrivals += r.Arrivals
-		}
-		st.p50 = serving.MixQuantile(parts, 0.5)
-		st.p99 = serving.MixQuantile(parts, 0.99)
-		st.p95 = serving.MixQuantile(parts, 0.95)
-		st.withinSLO = 1 - serving.MixExceed(parts, sv.SLO)
+		st.observe(flows)
 	}
+}
+
+// autoscalerSLO is the TTFT bound a region's autoscaler aims at: the SLO
+// less the in-region network round trip, which replicas cannot shorten.
+func autoscalerSLO(slo time.Duration) time.Duration {
+	if slo > 2*serving.UserAccessRTT {
+		return slo - serving.UserAccessRTT
+	}
+	return slo
+}
+
+// observe records what the step's users saw: per-step TTFT percentiles for
+// policies and the series, and the step's requests into the run's
+// histograms of TTFT, TPOT and end-to-end time.
+func (st *serviceState) observe(flows []serving.Flow) {
+	var rejected float64
+	st.arrivals = 0
+	for _, r := range st.results {
+		st.arrivals += r.Arrivals
+		rejected += max(0, r.Rejected)
+	}
+	// The requests turned away are one more part, never answered.
+	ttft := append(requestParts(flows, st.ttftRes), serving.NeverPart(rejected))
+	e2e := append(requestParts(flows, st.results), serving.NeverPart(rejected))
+	st.ttft = [3]time.Duration{serving.MixQuantile(ttft, 0.5), serving.MixQuantile(ttft, 0.95), serving.MixQuantile(ttft, 0.99)}
+	st.withinSLO = 1 - serving.MixExceed(ttft, st.spec.SLO)
+	st.lat.ttft.AddMix(ttft)
+	st.lat.e2e.AddMix(e2e)
+	st.lat.rejected += rejected
+	for ri, r := range st.results {
+		if r.Served <= 0 || st.running[ri] == 0 {
+			continue
+		}
+		var w float64
+		for _, f := range flows {
+			if f.Endpoint == ri {
+				w += acceptedOf(f, &r)
+			}
+		}
+		st.lat.tpot.AddPoint(st.tpot[ri], w)
+	}
+}
+
+// stepTPOT is the time per output token of a region's replicas this
+// step: each generates the mean output tokens of the requests it started.
+func (st *serviceState) stepTPOT(r *serving.StepResult, running int) time.Duration {
+	if running == 0 {
+		return st.prof.TPOT(0)
+	}
+	return st.prof.TPOT(r.Served / Step.Seconds() / float64(running) * st.meanGen)
+}
+
+// tpotLadder is the decode speeds the end-to-end distributions are built
+// at: tpotLevels steps in geometric progression from one stream's decode
+// step to a full batch's (each within 4% of the next), or the profile's
+// one speed without a step model.
+func tpotLadder(p serving.Profile) []time.Duration {
+	lo, hi := p.TPOT(0), p.TPOT(math.MaxFloat64) // idle and saturated
+	if hi <= lo {
+		return []time.Duration{hi}
+	}
+	out := make([]time.Duration, tpotLevels)
+	for k := range out {
+		f := float64(k) / float64(tpotLevels-1)
+		out[k] = time.Duration(float64(lo) * math.Pow(float64(hi)/float64(lo), f))
+	}
+	return out
+}
+
+const tpotLevels = 16
+
+// e2eAt is the end-to-end distribution at the ladder's speed nearest tpot.
+func (st *serviceState) e2eAt(tpot time.Duration) *serving.ServiceDist {
+	best, gap := 0, math.Inf(1)
+	for k, v := range st.tpots {
+		if g := math.Abs(math.Log(float64(v) / float64(tpot))); g < gap {
+			best, gap = k, g
+		}
+	}
+	return st.e2eDists[best]
+}
+
+// requestParts are the flows' response-time distributions, each shifted
+// by its round trip and weighted by its accepted requests this step.
+func requestParts(flows []serving.Flow, results []serving.StepResult) []serving.Part {
+	parts := serving.UserLatency(flows, results)
+	for i, f := range flows {
+		parts[i].Weight = acceptedOf(f, &results[f.Endpoint])
+	}
+	return parts
+}
+
+// acceptedOf is how many of a flow's requests its endpoint accepted this
+// step (those it turned away are its share of the endpoint's rejections).
+func acceptedOf(f serving.Flow, r *serving.StepResult) float64 {
+	n := float64(f.Rate) * Step.Seconds()
+	if r.Arrivals > 0 {
+		n *= max(0, 1-r.Rejected/r.Arrivals)
+	}
+	return n
 }
 
 func compact(js []*job) []*job {
@@ -225,15 +347,32 @@ func (s *Sim) scaleTo(st *serviceState, ri, want int) {
 	}
 }
 
-// addedLatency is what users waited beyond the service's own processing
-// time at p50, p95 and p99, in seconds: network round trips plus queueing.
-// This is the latency policies watch ("p95 latency above 150ms"): it is
-// near zero when replicas keep up and grows as soon as they do not.
-func (st *serviceState) addedLatency() [3]float64 {
-	v := [3]time.Duration{st.p50, st.p95, st.p99}
+// ttftSeconds is this step's TTFT at p50, p95 and p99 in seconds, capped
+// at maxLatency: the latency policies watch ("p95 latency above 150ms").
+func (st *serviceState) ttftSeconds() [3]float64 {
 	var out [3]float64
-	for i := range v {
-		out[i] = max(0, min(v[i], maxLatency)-st.base[i]).Seconds()
+	for i, v := range st.ttft {
+		out[i] = min(v, maxLatency).Seconds()
 	}
 	return out
+}
+
+// Histogram ranges: TTFT and end-to-end time from 1 ms to maxLatency in
+// bins 2% apart (quantiles within 1%); TPOT from 0.1 ms to 10 s.
+const histRatio = 1.02
+
+// serviceLatency is a service's latencies over every request of a run.
+type serviceLatency struct {
+	ttft, tpot, e2e *serving.Hist
+	rejected        float64 // requests turned away
+}
+
+func newServiceLatency() (*serviceLatency, error) {
+	ttft, err := serving.NewHist(time.Millisecond, maxLatency, histRatio)
+	if err != nil {
+		return nil, err
+	}
+	e2e, _ := serving.NewHist(time.Millisecond, maxLatency, histRatio)
+	tpot, _ := serving.NewHist(100*time.Microsecond, 10*time.Second, histRatio)
+	return &serviceLatency{ttft: ttft, tpot: tpot, e2e: e2e}, nil
 }
