@@ -97,6 +97,7 @@ const customerVMs = "customers' VMs that are not spot (generators with customer:
 // Metrics are the strategy-level metrics, in table order.
 var Metrics = []MetricDef{
 	{Key: "strategy", Label: "strategy", Definition: "The strategy's name (its file's name).", Covers: "the run"},
+	{Key: "description", Label: "description", Definition: "The strategy file's description: what the strategy does, in its author's words.", Covers: "the run"},
 	{Key: "gpu_utilization", Label: "GPU utilization", Unit: "%", Better: +1, Headline: true,
 		Definition: "Allocated GPU-hours divided by the fleet's GPU-hours (GPUs × simulated time).",
 		Covers:     "all workloads",

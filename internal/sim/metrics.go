@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -15,7 +16,9 @@ import (
 // StrategyResult is what one strategy did over the scenario. Field names
 // are the results.json keys.
 type StrategyResult struct {
-	Strategy                    string  `json:"strategy"`
+	Strategy string `json:"strategy"`
+	// Description is the strategy file's description: what it does.
+	Description                 string  `json:"description,omitempty"`
 	GPUUtilization              float64 `json:"gpu_utilization"`
 	CustomerRequests            int     `json:"customer_requests"`
 	CustomerCapacityFailures    int     `json:"customer_capacity_failures"`
@@ -160,7 +163,7 @@ type recorder struct {
 
 func newRecorder(s *Sim) *recorder {
 	r := &recorder{s: s, tenantIdx: map[string]int{}, classes: newClassBook(s.sc)}
-	r.res.Strategy = s.st.Name
+	r.res.Strategy, r.res.Description = s.st.Name, strings.TrimSpace(s.st.Description)
 	owners := s.sc.workOwners()
 	for _, t := range s.cfg.Tree.Tenants {
 		if !owners[t.Name] {

@@ -4,6 +4,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,7 @@ func (r *Results) WriteHTML(w io.Writer) error {
 	b.WriteString("<p class=\"meta\">seed <b>" + strconv.FormatUint(r.Seed, 10) + "</b> · <b>" + fmtNum(r.Days, 2) +
 		"</b> days · <b>" + strconv.Itoa(r.GPUs) + "</b> GPUs · strategies: <b>" + esc(strings.Join(names, ", ")) + "</b></p>\n")
 
+	r.writeStrategies(&b)
 	r.writeTable(&b)
 
 	if len(r.Strategies) > 0 {
@@ -330,35 +332,73 @@ func (r *Results) writeTenantCharts(b *strings.Builder, xMax float64) {
 // against its SLO, on a log scale (latencies are capped at maxLatency).
 func (r *Results) writeLatencyCharts(b *strings.Builder, xMax float64) {
 	services := r.union(func(s *Series) []string { return s.Services })
-	b.WriteString("<h3 id=\"latency\">Inference time to first token p99 against the SLO</h3>\n")
+	b.WriteString("<h3 id=\"latency\">Inference time to first token p99 against the SLO, by day</h3>\n")
 	if len(services) == 0 {
 		b.WriteString("<p class=\"note\">No inference services in this scenario.</p>\n")
 		return
 	}
-	b.WriteString("<p class=\"note\">p99 latency of each inference service (worst sample per point, log scale; capped at " + maxLatency.String() + "); the red dashed line is the SLO.</p>\n")
-	strategyLegend(b, r.Strategies, "<span class=\"item\"><span class=\"ln\" style=\"border-top-style:dashed;border-top-color:#c00\"></span>SLO</span>")
-	b.WriteString("<div class=\"grid2\">\n")
+	b.WriteString("<p class=\"note\">One chart per strategy. Each day's " + SampleEvery.String() +
+		" samples of the service's TTFT p99: the line is the day's median sample, the band runs from its 10th to its 90th percentile sample (log scale; a request turned away counts as " +
+		maxLatency.String() + "). The red dashed line is the SLO.</p>\n")
 	for _, svc := range services {
-		c := &chart{title: svc, yLabel: "p99 latency", xMax: xMax, logY: true, yFmt: fmtMs, w: 680, h: 300}
-		slo := 0.0
+		b.WriteString("<div class=\"grid\">\n")
 		for si, sr := range r.Strategies {
 			se := &sr.Series
 			k := index(se.Services, svc)
 			if k < 0 {
 				continue
 			}
-			if slo == 0 && k < len(se.SLOMs) {
-				slo = se.SLOMs[k]
+			color := pick(strategyColors, si)
+			c := &chart{title: sr.Strategy + ": " + svc, yLabel: "TTFT p99", xMax: xMax, logY: true, yFmt: fmtMs, w: 460, h: 260}
+			med, lo, hi := dailyBands(se, k)
+			c.bands = append(c.bands, band{name: sr.Strategy + " p10–p90 of the day", color: color, lo: lo, hi: hi})
+			c.lines = append(c.lines, series{name: sr.Strategy + " daily median", color: color, pts: med})
+			if k < len(se.SLOMs) && se.SLOMs[k] > 0 {
+				c.hlines = append(c.hlines, hline{y: se.SLOMs[k], label: "SLO " + fmtMs(se.SLOMs[k]), color: "#c00"})
 			}
-			c.lines = append(c.lines, series{name: sr.Strategy, color: pick(strategyColors, si),
-				pts: points(se, maxPoints, aggMax, func(i int) float64 { return at(se.P99Ms[i], k) })})
+			c.render(b)
 		}
-		if slo > 0 {
-			c.hlines = append(c.hlines, hline{y: slo, label: "SLO " + fmtMs(slo), color: "#c00"})
-		}
-		c.render(b)
+		b.WriteString("</div>\n")
 	}
-	b.WriteString("</div>\n")
+}
+
+// dailyBands is, per simulated day, the median and the 10th and 90th
+// percentile of service k's TTFT p99 samples, at the day's middle.
+func dailyBands(se *Series, k int) (med, lo, hi []pt) {
+	var day []float64
+	flush := func(d int) {
+		if len(day) == 0 {
+			return
+		}
+		sort.Float64s(day)
+		q := func(f float64) float64 { return day[int(f*float64(len(day)-1)+0.5)] }
+		x := float64(d) + 0.5
+		med, lo, hi = append(med, pt{x, q(0.5)}), append(lo, pt{x, q(0.1)}), append(hi, pt{x, q(0.9)})
+		day = day[:0]
+	}
+	cur := -1
+	for i, t := range se.Times {
+		d := int(days(t))
+		if d != cur {
+			flush(cur)
+			cur = d
+		}
+		day = append(day, at(se.P99Ms[i], k))
+	}
+	flush(cur)
+	return med, lo, hi
+}
+
+// writeStrategies says what each strategy is, in its file's words.
+func (r *Results) writeStrategies(b *strings.Builder) {
+	b.WriteString("<h2 id=\"strategies\">Strategies</h2>\n")
+	for si, sr := range r.Strategies {
+		d := sr.Description
+		if d == "" {
+			d = "(its file has no description)"
+		}
+		b.WriteString("<p><span class=\"sw\" style=\"background:" + pick(strategyColors, si) + "\"></span><b>" + esc(sr.Strategy) + "</b>: " + esc(d) + "</p>\n")
+	}
 }
 
 // writeLineCharts draws the cumulative counters and utilization, one line
@@ -489,7 +529,14 @@ type chart struct {
 	logY          bool
 	yFmt          func(float64) string
 	areas, lines  []series
+	bands         []band
 	hlines        []hline
+}
+
+// band is a shaded range between two lines (lo and hi at the same xs).
+type band struct {
+	name, color string
+	lo, hi      []pt
 }
 
 const (
@@ -502,7 +549,11 @@ const (
 func (c *chart) render(b *strings.Builder) {
 	// The y range.
 	lo, hi := math.Inf(1), c.yMax
-	for _, set := range [][]series{c.areas, c.lines} {
+	var bandPts []series
+	for _, bd := range c.bands {
+		bandPts = append(bandPts, series{pts: bd.hi}, series{pts: bd.lo})
+	}
+	for _, set := range [][]series{c.areas, c.lines, bandPts} {
 		for _, s := range set {
 			for _, p := range s.pts {
 				hi = math.Max(hi, p.y)
@@ -625,6 +676,24 @@ func (c *chart) render(b *strings.Builder) {
 		d = append(d, base...)
 		d = append(d, 'Z')
 		b.WriteString("<path d=\"" + string(d) + "\" fill=\"" + s.color + "\" stroke=\"none\"><title>" + esc(s.name) + "</title></path>\n")
+	}
+	for _, bd := range c.bands {
+		if len(bd.hi) == 0 {
+			continue
+		}
+		var d []byte
+		for i, p := range bd.hi {
+			op := byte('L')
+			if i == 0 {
+				op = 'M'
+			}
+			d = appendPt(d, op, px(p.x), py(p.y))
+		}
+		for i := len(bd.lo) - 1; i >= 0; i-- {
+			d = appendPt(d, 'L', px(bd.lo[i].x), py(bd.lo[i].y))
+		}
+		d = append(d, 'Z')
+		b.WriteString("<path d=\"" + string(d) + "\" fill=\"" + bd.color + "\" fill-opacity=\"0.22\" stroke=\"none\"><title>" + esc(bd.name) + "</title></path>\n")
 	}
 	for _, h := range c.hlines {
 		y := f1(py(h.y))
