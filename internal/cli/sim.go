@@ -21,6 +21,7 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		scenario, strategies, out, output string
+		seedList                          string
 		days, scale                       float64
 		seed                              uint64
 		printScenario                     bool
@@ -76,6 +77,16 @@ examples/strategies/) or paths to your own strategy files.`,
 			if days > 0 {
 				duration = time.Duration(days * 24 * float64(time.Hour))
 			}
+			if seedList != "" {
+				if cmd.Flags().Changed("seed") {
+					return errors.New("sim: --seed and --seeds are exclusive: pass one")
+				}
+				seeds, err := sim.ParseSeeds(seedList)
+				if err != nil {
+					return err
+				}
+				return runSeeds(cmd, sc, sts, seeds, duration, jobs, out, output)
+			}
 			hours := int(duration.Hours())
 			bar := newProgress(cmd.ErrOrStderr(), hours*len(sts))
 			res := &sim.Results{Scenario: sc.Name, Seed: seed, Days: duration.Hours() / 24, Strategies: make([]*sim.StrategyResult, len(sts))}
@@ -123,10 +134,11 @@ examples/strategies/) or paths to your own strategy files.`,
 	f.StringVar(&strategies, "strategies", "", "comma-separated strategy names or files (default: the scenario's list)")
 	f.Float64Var(&days, "days", 0, "simulated days (default: the scenario's duration)")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
+	f.StringVar(&seedList, "seeds", "", `run every strategy on each seed ("1-10", "1,3,5", "1-3,7") and report mean and 95% CI per metric`)
 	f.StringVarP(&out, "out", "", "arbiter-out", "output directory")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	f.BoolVar(&printScenario, "print-scenario", false, "print the embedded scenario and exit")
-	f.IntVarP(&jobs, "jobs", "j", 0, "strategies simulated in parallel (0: all)")
+	f.IntVarP(&jobs, "jobs", "j", 0, "runs simulated in parallel (0: all strategies; with --seeds, GOMAXPROCS)")
 	f.Float64Var(&scale, "scale", 1, "multiply the scenario's machines and load by this factor")
 	return cmd
 }
