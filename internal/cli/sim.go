@@ -140,6 +140,7 @@ examples/strategies/) or paths to your own strategy files.`,
 	f.BoolVar(&printScenario, "print-scenario", false, "print the embedded scenario and exit")
 	f.IntVarP(&jobs, "jobs", "j", 0, "runs simulated in parallel (0: all strategies; with --seeds, GOMAXPROCS)")
 	f.Float64Var(&scale, "scale", 1, "multiply the scenario's machines and load by this factor")
+	cmd.AddCommand(newSimTuneCmd())
 	return cmd
 }
 

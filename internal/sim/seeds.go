@@ -21,19 +21,35 @@ var ErrSeeds = errors.New("bad --seeds")
 
 // SeedsError says which part of a --seeds list is wrong.
 type SeedsError struct {
+	Flag string // the flag the list came from ("" reads as --seeds)
 	Part string // the offending comma-separated part ("" for the whole list)
 	Msg  string
 }
 
 func (e *SeedsError) Error() string {
-	if e.Part == "" {
-		return fmt.Sprintf("--seeds: %s", e.Msg)
+	flag := e.Flag
+	if flag == "" {
+		flag = "--seeds"
 	}
-	return fmt.Sprintf("--seeds: %q: %s", e.Part, e.Msg)
+	if e.Part == "" {
+		return fmt.Sprintf("%s: %s", flag, e.Msg)
+	}
+	return fmt.Sprintf("%s: %q: %s", flag, e.Part, e.Msg)
 }
 
 // Is makes errors.Is(err, ErrSeeds) true.
 func (e *SeedsError) Is(target error) bool { return target == ErrSeeds }
+
+// ParseSeedsFlag is ParseSeeds for a list given by another flag (errors
+// name it).
+func ParseSeedsFlag(flag, s string) ([]uint64, error) {
+	seeds, err := ParseSeeds(s)
+	var se *SeedsError
+	if errors.As(err, &se) {
+		se.Flag = flag
+	}
+	return seeds, err
+}
 
 // ParseSeeds parses a seed list: comma-separated seeds and inclusive
 // ranges ("1-10", "1,3,5", "1-3,7"), in the order given. A seed may appear

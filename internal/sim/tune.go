@@ -446,3 +446,27 @@ func Overlap(a, b []uint64) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// Files returns the tuned strategy's text for outFile and, when it names
+// a policy file, that file's name (next to outFile) and text: the strategy
+// then names it, so that the pair loads from anywhere.
+func (v *Variant) Files(outFile, comment string) (strategy []byte, policyFile string, policies []byte, err error) {
+	var st yaml.Node
+	if err := yaml.Unmarshal(v.Strategy, &st); err != nil {
+		return nil, "", nil, err
+	}
+	if len(st.Content) > 0 {
+		st.Content[0].HeadComment = comment
+	}
+	if v.Policies != nil {
+		policyFile = strings.TrimSuffix(filepath.Base(outFile), filepath.Ext(outFile)) + ".policies.yaml"
+		n, err := knobPath{steps: []pathStep{{key: "policies"}}}.lookup(&st, false)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		setScalar(n, policyFile)
+		policies = v.Policies
+	}
+	strategy, err = encodeYAML(&st)
+	return strategy, policyFile, policies, err
+}
