@@ -21,7 +21,7 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		scenario, strategies, out, output string
-		seedList                          string
+		seedList, cpuProfile              string
 		days, scale                       float64
 		seed                              uint64
 		printScenario                     bool
@@ -42,6 +42,13 @@ examples/strategies/) or paths to your own strategy files.`,
 			if printScenario {
 				_, err := cmd.OutOrStdout().Write(sim.ContentionYAML())
 				return err
+			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			if os.Getenv("GOGC") == "" {
 				// The simulator allocates short-lived snapshots every cycle;
@@ -140,6 +147,7 @@ examples/strategies/) or paths to your own strategy files.`,
 	f.BoolVar(&printScenario, "print-scenario", false, "print the embedded scenario and exit")
 	f.IntVarP(&jobs, "jobs", "j", 0, "runs simulated in parallel (0: all strategies; with --seeds, GOMAXPROCS)")
 	f.Float64Var(&scale, "scale", 1, "multiply the scenario's machines and load by this factor")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	cmd.AddCommand(newSimTuneCmd())
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -88,6 +89,19 @@ func writeSeedTable(w io.Writer, res *sim.SeedResults) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n* significantly better than every other strategy (Welch's t-test, p < %.2f); tie: not told apart\n", sim.Significance)
+}
+
+// startCPUProfile profiles the process's CPU into file until stop.
+func startCPUProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("sim: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sim: --cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func seedsString(seeds []uint64) string {

@@ -39,21 +39,7 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 	for _, id := range down {
 		isDown[id] = true
 	}
-	type cap struct {
-		t policy.Target
-		c float64
-	}
-	var caps []cap
-	capIdx := map[policy.Target]int{}
-	addCap := func(t policy.Target, g float64) {
-		i, ok := capIdx[t]
-		if !ok {
-			i = len(caps)
-			capIdx[t] = i
-			caps = append(caps, cap{t: t})
-		}
-		caps[i].c += g
-	}
+	var caps sums // GPUs in service per flavor, region and pool
 	var all float64
 	for _, n := range w.Nodes {
 		if isDown[n.ID] {
@@ -61,62 +47,64 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 		}
 		g := float64(n.GPUs)
 		all += g
-		addCap(policy.Target{Kind: policy.TargetFlavor, Name: string(n.Model)}, g)
-		addCap(policy.Target{Kind: policy.TargetRegion, Name: n.Region}, g)
+		caps.add(policy.TargetFlavor, string(n.Model), g)
+		caps.add(policy.TargetRegion, n.Region, g)
 		if n.Pool != "" {
-			addCap(policy.Target{Kind: policy.TargetPool, Name: n.Pool}, g)
+			caps.add(policy.TargetPool, n.Pool, g)
 		}
 	}
-	pool := map[fleet.NodeID]string{}
+	pool := map[fleet.NodeID]string{} // nodes in a pool; the rest read ""
 	for _, n := range w.Nodes {
-		pool[n.ID] = n.Pool
+		if n.Pool != "" {
+			pool[n.ID] = n.Pool
+		}
 	}
-	used := map[policy.Target]float64{}
-	pending := map[policy.Target]float64{}
+	// Each target's sum is added to in workload order, as by a map, but
+	// found by a scan of a few names per kind: no hashing per workload.
+	var used, pending sums
 	for _, x := range w.Workloads {
 		g := float64(x.TotalGPUs()) / resource.PerGPU
-		tt := policy.Target{Kind: policy.TargetTenant, Name: x.Tenant}
 		if x.Running == nil {
-			pending[policy.Cluster] += g
-			pending[tt] += g
+			pending.cluster += g
+			pending.add(policy.TargetTenant, x.Tenant, g)
 			for _, f := range x.Flavors {
-				pending[policy.Target{Kind: policy.TargetFlavor, Name: string(f)}] += g
+				pending.add(policy.TargetFlavor, string(f), g)
 			}
 			for _, r := range x.Regions {
-				pending[policy.Target{Kind: policy.TargetRegion, Name: r}] += g
+				pending.add(policy.TargetRegion, r, g)
 			}
 			continue
 		}
-		used[policy.Cluster] += g
-		used[tt] += g
-		used[policy.Target{Kind: policy.TargetFlavor, Name: string(x.Running.Flavor)}] += g
-		used[policy.Target{Kind: policy.TargetRegion, Name: x.Running.Region}] += g
+		used.cluster += g
+		used.add(policy.TargetTenant, x.Tenant, g)
+		used.add(policy.TargetFlavor, string(x.Running.Flavor), g)
+		used.add(policy.TargetRegion, x.Running.Region, g)
 		if len(x.Running.Replicas) > 0 {
 			if p := pool[x.Running.Replicas[0].Node]; p != "" {
-				used[policy.Target{Kind: policy.TargetPool, Name: p}] += g
+				used.add(policy.TargetPool, p, g)
 			}
 		}
 	}
 	var out []Observation
 	util := func(t policy.Target, c float64) {
 		if c > 0 {
-			out = append(out, Observation{policy.MetricUtilization, t, used[t] / c})
+			out = append(out, Observation{policy.MetricUtilization, t, used.get(t) / c})
 		}
 	}
 	util(policy.Cluster, all)
-	for _, c := range caps {
-		util(c.t, c.c)
+	for i, t := range caps.names {
+		util(t, caps.vals[i])
 	}
-	out = append(out, Observation{policy.MetricPendingGPUs, policy.Cluster, pending[policy.Cluster]})
-	for _, c := range caps {
-		if c.t.Kind == policy.TargetFlavor || c.t.Kind == policy.TargetRegion {
-			out = append(out, Observation{policy.MetricPendingGPUs, c.t, pending[c.t]})
+	out = append(out, Observation{policy.MetricPendingGPUs, policy.Cluster, pending.cluster})
+	for _, t := range caps.names {
+		if t.Kind == policy.TargetFlavor || t.Kind == policy.TargetRegion {
+			out = append(out, Observation{policy.MetricPendingGPUs, t, pending.get(t)})
 		}
 	}
 	for _, name := range tenants {
 		tt := policy.Target{Kind: policy.TargetTenant, Name: name}
 		util(tt, all)
-		out = append(out, Observation{policy.MetricPendingGPUs, tt, pending[tt]})
+		out = append(out, Observation{policy.MetricPendingGPUs, tt, pending.get(tt)})
 	}
 	return out
 }
@@ -127,4 +115,35 @@ func Observe(ws *policy.Windows, now time.Time, obs []Observation) {
 		ws.ObserveMetric(o.Metric, o.Target, now, o.Value)
 	}
 	ws.Advance(now)
+}
+
+// sums are GPU totals per target: the cluster's, and per named target in
+// the order first seen (a fleet has few tenants, flavors, regions, pools).
+type sums struct {
+	cluster float64
+	names   []policy.Target
+	vals    []float64
+}
+
+func (s *sums) add(kind policy.TargetKind, name string, g float64) {
+	for i := range s.names {
+		if s.names[i].Kind == kind && s.names[i].Name == name {
+			s.vals[i] += g
+			return
+		}
+	}
+	s.names = append(s.names, policy.Target{Kind: kind, Name: name})
+	s.vals = append(s.vals, g)
+}
+
+func (s *sums) get(t policy.Target) float64 {
+	if t.Kind == policy.TargetCluster {
+		return s.cluster
+	}
+	for i := range s.names {
+		if s.names[i] == t {
+			return s.vals[i]
+		}
+	}
+	return 0
 }
