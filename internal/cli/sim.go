@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -50,11 +49,7 @@ examples/strategies/) or paths to your own strategy files.`,
 				}
 				defer stop()
 			}
-			if os.Getenv("GOGC") == "" {
-				// The simulator allocates short-lived snapshots every cycle;
-				// collecting less often trades memory for a third less time.
-				defer debug.SetGCPercent(debug.SetGCPercent(400))
-			}
+			defer simGC()()
 			sc, err := sim.LoadScenario(scenario)
 			if err != nil {
 				return err

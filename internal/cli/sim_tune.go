@@ -38,6 +38,7 @@ the tuning seeds) and writes the tuned strategy to --out. See
 examples/knobs/ and docs/sim-seeds.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			defer simGC()()
 			if strategy == "" || knobs == "" {
 				return errors.New("sim tune: pass --strategy NAME and --knobs FILE")
 			}
