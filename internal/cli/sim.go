@@ -27,7 +27,7 @@ func newSimCmd() *cobra.Command {
 		jobs                              int
 	)
 	cmd := &cobra.Command{
-		Use:   "sim [--scenario FILE] [--strategies static,dynamic,hybrid] [--days N] [--seed S] [--out DIR] [-o table|json]",
+		Use:   "sim [--scenario FILE] [--strategies static,dynamic,hybrid] [--days N] [--seed S | --seeds 1-10] [--out DIR] [-o table|json]",
 		Short: "Simulate strategies over a scenario and compare them",
 		Long: `Replays a scenario (by default the embedded "contention" scenario: ~9,400 GPUs
 in three regions shared by internal AI work and cloud customers) under each
@@ -35,7 +35,14 @@ strategy and prints the comparison. Writes DIR/results.json, DIR/<strategy>.csv
 time series and DIR/report.html.
 
 Strategies are names of the built-in files (static, dynamic, hybrid; see
-examples/strategies/) or paths to your own strategy files.`,
+examples/strategies/) or paths to your own strategy files.
+
+With --seeds, every strategy runs on each seed (-j at a time) and the table
+gives each metric's mean ± 95% confidence interval, marking the best only
+where Welch's t-test finds it significantly better than every other
+strategy; DIR/results.json then carries each metric's mean, ci95 and n per
+strategy and the per-seed runs, and DIR/seed-N/ each seed's own outputs.
+"arbiter sim tune" searches a strategy's knobs (docs/sim-seeds.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if printScenario {
