@@ -61,27 +61,27 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 	}
 	// Each target's sum is added to in workload order, as by a map, but
 	// found by a scan of a few names per kind: no hashing per workload.
-	var used, pending sums
+	var used, pending byKind
 	for _, x := range w.Workloads {
 		g := float64(x.TotalGPUs()) / resource.PerGPU
 		if x.Running == nil {
 			pending.cluster += g
-			pending.add(policy.TargetTenant, x.Tenant, g)
+			pending.tenant.add(x.Tenant, g)
 			for _, f := range x.Flavors {
-				pending.add(policy.TargetFlavor, string(f), g)
+				pending.flavor.add(string(f), g)
 			}
 			for _, r := range x.Regions {
-				pending.add(policy.TargetRegion, r, g)
+				pending.region.add(r, g)
 			}
 			continue
 		}
 		used.cluster += g
-		used.add(policy.TargetTenant, x.Tenant, g)
-		used.add(policy.TargetFlavor, string(x.Running.Flavor), g)
-		used.add(policy.TargetRegion, x.Running.Region, g)
-		if len(x.Running.Replicas) > 0 {
+		used.tenant.add(x.Tenant, g)
+		used.flavor.add(string(x.Running.Flavor), g)
+		used.region.add(x.Running.Region, g)
+		if len(x.Running.Replicas) > 0 && len(pool) > 0 {
 			if p := pool[x.Running.Replicas[0].Node]; p != "" {
-				used.add(policy.TargetPool, p, g)
+				used.pool.add(p, g)
 			}
 		}
 	}
@@ -117,12 +117,11 @@ func Observe(ws *policy.Windows, now time.Time, obs []Observation) {
 	ws.Advance(now)
 }
 
-// sums are GPU totals per target: the cluster's, and per named target in
-// the order first seen (a fleet has few tenants, flavors, regions, pools).
+// sums are GPU totals per target in the order first seen (a fleet has few
+// flavors, regions and pools).
 type sums struct {
-	cluster float64
-	names   []policy.Target
-	vals    []float64
+	names []policy.Target
+	vals  []float64
 }
 
 func (s *sums) add(kind policy.TargetKind, name string, g float64) {
@@ -136,13 +135,58 @@ func (s *sums) add(kind policy.TargetKind, name string, g float64) {
 	s.vals = append(s.vals, g)
 }
 
-func (s *sums) get(t policy.Target) float64 {
-	if t.Kind == policy.TargetCluster {
-		return s.cluster
+// byKind are GPU totals per target, by kind: the cluster's and per name
+// for tenants, flavors, regions and pools.
+type byKind struct {
+	cluster                      float64
+	tenant, flavor, region, pool named
+}
+
+func (b *byKind) get(t policy.Target) float64 {
+	switch t.Kind {
+	case policy.TargetCluster:
+		return b.cluster
+	case policy.TargetTenant:
+		return b.tenant.get(t.Name)
+	case policy.TargetFlavor:
+		return b.flavor.get(t.Name)
+	case policy.TargetRegion:
+		return b.region.get(t.Name)
+	case policy.TargetPool:
+		return b.pool.get(t.Name)
 	}
-	for i := range s.names {
-		if s.names[i] == t {
-			return s.vals[i]
+	return 0
+}
+
+// named sums per name, trying the last name added first (work of one
+// tenant or flavor often comes in runs).
+type named struct {
+	names []string
+	vals  []float64
+	last  int
+}
+
+func (n *named) add(name string, g float64) {
+	if n.last < len(n.names) && n.names[n.last] == name {
+		n.vals[n.last] += g
+		return
+	}
+	for i, x := range n.names {
+		if x == name {
+			n.vals[i] += g
+			n.last = i
+			return
+		}
+	}
+	n.names = append(n.names, name)
+	n.vals = append(n.vals, g)
+	n.last = len(n.names) - 1
+}
+
+func (n *named) get(name string) float64 {
+	for i, x := range n.names {
+		if x == name {
+			return n.vals[i]
 		}
 	}
 	return 0
