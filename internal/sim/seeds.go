@@ -545,9 +545,12 @@ func RunSeeds(spec RunSpec) ([][]*StrategyResult, int, error) {
 					mu.Unlock()
 					return
 				}
-				r := s.Run()
+				// A copy: Run's result lies inside the run's recorder, and
+				// holding it would keep the whole run (jobs, snapshot
+				// cache) alive until every seed is done.
+				r := *s.Run()
 				mu.Lock()
-				out[si][ki] = r
+				out[si][ki] = &r
 				gpus = s.GPUs()
 				mu.Unlock()
 			}()
