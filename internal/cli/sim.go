@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -21,13 +20,14 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		scenario, strategies, out, output string
+		seedList, cpuProfile              string
 		days, scale                       float64
 		seed                              uint64
 		printScenario, allClasses         bool
 		jobs                              int
 	)
 	cmd := &cobra.Command{
-		Use:   "sim [--scenario FILE] [--strategies static,dynamic,hybrid] [--days N] [--seed S] [--out DIR] [-o table|json] [--all-classes]",
+		Use:   "sim [--scenario FILE] [--strategies static,dynamic,hybrid] [--days N] [--seed S | --seeds 1-10] [--out DIR] [-o table|json] [--all-classes]",
 		Short: "Simulate strategies over a scenario and compare them",
 		Long: `Replays a scenario (by default the embedded "contention" scenario: ~9,400 GPUs
 in three regions shared by internal AI work and cloud customers) under each
@@ -40,18 +40,28 @@ examples/strategies/) or paths to your own strategy files.
 The table shows the headline metrics and, per class of the scenario's
 classes section, those an operator promises something to (sla,
 reservation, slo); --all-classes shows every class. docs/metrics.md
-defines every metric.`,
+defines every metric.
+
+With --seeds, every strategy runs on each seed (-j at a time) and the table
+gives each metric's mean ± 95% confidence interval, marking the best only
+where Welch's t-test finds it significantly better than every other
+strategy; DIR/results.json then carries each metric's mean, ci95 and n per
+strategy and the per-seed runs, and DIR/seed-N/ each seed's own outputs.
+"arbiter sim tune" searches a strategy's knobs (docs/sim-seeds.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if printScenario {
 				_, err := cmd.OutOrStdout().Write(sim.ContentionYAML())
 				return err
 			}
-			if os.Getenv("GOGC") == "" {
-				// The simulator allocates short-lived snapshots every cycle;
-				// collecting less often trades memory for a third less time.
-				defer debug.SetGCPercent(debug.SetGCPercent(400))
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
+			defer simGC()()
 			sc, err := sim.LoadScenario(scenario)
 			if err != nil {
 				return err
@@ -80,6 +90,16 @@ defines every metric.`,
 			duration := sc.Duration
 			if days > 0 {
 				duration = time.Duration(days * 24 * float64(time.Hour))
+			}
+			if seedList != "" {
+				if cmd.Flags().Changed("seed") {
+					return errors.New("sim: --seed and --seeds are exclusive: pass one")
+				}
+				seeds, err := sim.ParseSeeds(seedList)
+				if err != nil {
+					return err
+				}
+				return runSeeds(cmd, sc, sts, seeds, duration, jobs, out, output)
 			}
 			hours := int(duration.Hours())
 			bar := newProgress(cmd.ErrOrStderr(), hours*len(sts))
@@ -128,12 +148,15 @@ defines every metric.`,
 	f.StringVar(&strategies, "strategies", "", "comma-separated strategy names or files (default: the scenario's list)")
 	f.Float64Var(&days, "days", 0, "simulated days (default: the scenario's duration)")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
+	f.StringVar(&seedList, "seeds", "", `run every strategy on each seed ("1-10", "1,3,5", "1-3,7") and report mean and 95% CI per metric`)
 	f.StringVarP(&out, "out", "", "arbiter-out", "output directory")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
 	f.BoolVar(&printScenario, "print-scenario", false, "print the embedded scenario and exit")
 	f.BoolVar(&allClasses, "all-classes", false, "show every class of the scenario in the table (default: the classes with a promise)")
-	f.IntVarP(&jobs, "jobs", "j", 0, "strategies simulated in parallel (0: all)")
+	f.IntVarP(&jobs, "jobs", "j", 0, "runs simulated in parallel (0: all strategies; with --seeds, GOMAXPROCS)")
 	f.Float64Var(&scale, "scale", 1, "multiply the scenario's machines and load by this factor")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	cmd.AddCommand(newSimTuneCmd())
 	return cmd
 }
 

@@ -118,6 +118,10 @@ func satSubFloor(a, b int64) int64 {
 }
 
 func satMul(a, b int64) int64 {
+	const small = 1 << 31 // |a|, |b| < 2^31: |a·b| < 2^62 fits
+	if -small < a && a < small && -small < b && b < small {
+		return a * b // the common case, without the division below
+	}
 	if a == 0 || b == 0 {
 		return 0
 	}

@@ -2,6 +2,7 @@ package resource
 
 import (
 	"math"
+	"math/big"
 	"testing"
 )
 
@@ -38,6 +39,28 @@ func TestParseGPUs(t *testing.T) {
 		back, err := ParseGPUs(m.String())
 		if err != nil || back != m {
 			t.Errorf("round trip %d -> %q -> %d, %v", m, m.String(), back, err)
+		}
+	}
+}
+
+// TestSatMulExact: satMul is the exact product where it fits in int64 and
+// saturates to the sign's bound where it does not, on both sides of its
+// fast path (|a|, |b| < 2^31).
+func TestSatMulExact(t *testing.T) {
+	vals := []int64{0, 1, -1, 2, -2, 1000, -1000, 1<<31 - 1, -(1<<31 - 1), 1 << 31, -(1 << 31), 1<<32 + 7, -(1 << 40),
+		math.MaxInt64, math.MinInt64, math.MaxInt64 / 2, math.MinInt64 / 3, 3037000499, 3037000500, -3037000500}
+	for _, a := range vals {
+		for _, b := range vals {
+			want := new(big.Int).Mul(big.NewInt(a), big.NewInt(b))
+			switch {
+			case want.Cmp(big.NewInt(math.MaxInt64)) > 0:
+				want = big.NewInt(math.MaxInt64)
+			case want.Cmp(big.NewInt(math.MinInt64)) < 0:
+				want = big.NewInt(math.MinInt64)
+			}
+			if got := satMul(a, b); got != want.Int64() {
+				t.Errorf("satMul(%d, %d) = %d, want %d", a, b, got, want.Int64())
+			}
 		}
 	}
 }

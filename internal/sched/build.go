@@ -200,6 +200,15 @@ func (s *snapshot) classifyBorrowers() {
 	}
 	for _, k := range order {
 		g := groups[k]
+		// A group within its guarantee has no borrower, whatever the
+		// order: skip the sort (each run's borrows is false already).
+		var total resource.MilliGPU
+		for _, i := range g.runs {
+			total = total.Add(s.run[i].w.TotalGPUs())
+		}
+		if total <= g.guaranteed {
+			continue
+		}
 		slices.SortFunc(g.runs, func(a, b int) int {
 			x, y := s.run[a].w, s.run[b].w
 			if x.Priority != y.Priority {

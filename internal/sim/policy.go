@@ -33,6 +33,8 @@ type policyRun struct {
 	samples []MetricSample // scripted, in time order; consumed as they pass
 	// recovering lists firings waiting for p99 to return under the SLO.
 	recovering []int
+	// nodes is the fleet as the policy runtime sees it (built once).
+	nodes []effects.Node
 }
 
 // Firing is one entry of a run's policy log, with what it did.
@@ -268,10 +270,12 @@ func (s *Sim) worstP99() (p99, slo time.Duration) {
 // runtimeWorld is the run as the policy runtime sees it: the fleet's
 // nodes and the live jobs' workloads, with their own specs.
 func (s *Sim) runtimeWorld() effects.World {
-	w := effects.World{Workloads: make([]*workload.Workload, 0, len(s.jobs))}
-	for _, n := range s.cfg.Fleet.Nodes {
-		w.Nodes = append(w.Nodes, effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels[sched.PoolLabel], GPUs: n.GPUs})
+	if s.pol.nodes == nil { // the fleet does not change: list it once
+		for _, n := range s.cfg.Fleet.Nodes {
+			s.pol.nodes = append(s.pol.nodes, effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels[sched.PoolLabel], GPUs: n.GPUs})
+		}
 	}
+	w := effects.World{Nodes: s.pol.nodes, Workloads: make([]*workload.Workload, 0, len(s.jobs))}
 	for _, j := range s.jobs {
 		if !j.done {
 			w.Workloads = append(w.Workloads, j.w)

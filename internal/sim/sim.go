@@ -146,6 +146,14 @@ type Sim struct {
 	onStep                func(StepRecord)
 	// stepEvicted collects this step's evictions, for onStep.
 	stepEvicted []workload.ID
+	// byName indexes the active jobs by workload name (kept as jobs are
+	// submitted and dropped, instead of rebuilt every cycle); wsBuf is the
+	// cycle's workload list, reused.
+	byName map[workload.ID]*job
+	wsBuf  []*workload.Workload
+	// nextExpire is at or before the earliest patience deadline of an
+	// active job (zero: none), so expire skips steps where none can pass.
+	nextExpire time.Time
 }
 
 // Options tune a run.
@@ -209,6 +217,7 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 		progress: opt.Progress,
 		samples:  opt.Samples,
 		onStep:   opt.OnStep,
+		byName:   map[workload.ID]*job{},
 	}
 	dur := sc.Duration
 	if opt.Duration > 0 {
@@ -417,6 +426,10 @@ func (s *Sim) submit(j *job) {
 	j.waitFrom = s.now
 	j.w.SubmittedAt = s.now
 	s.jobs = append(s.jobs, j)
+	s.byName[j.w.Name] = j
+	if !j.deadline.IsZero() && (s.nextExpire.IsZero() || j.deadline.Before(s.nextExpire)) {
+		s.nextExpire = j.deadline
+	}
 	s.metrics.submitted(j)
 	s.dirty = true
 }
@@ -462,10 +475,21 @@ func (s *Sim) release(j *job) {
 
 // expire turns pending requests past their patience into capacity failures.
 func (s *Sim) expire() {
+	if s.nextExpire.IsZero() || s.now.Before(s.nextExpire) {
+		return // no deadline has passed
+	}
+	s.nextExpire = time.Time{}
 	for _, j := range s.jobs {
-		if !j.done && j.w.Running == nil && !j.deadline.IsZero() && !s.now.Before(j.deadline) {
+		if j.done || j.deadline.IsZero() {
+			continue
+		}
+		if j.w.Running == nil && !s.now.Before(j.deadline) {
 			s.metrics.capacityFailure(j)
 			s.finish(j)
+			continue
+		}
+		if s.nextExpire.IsZero() || j.deadline.Before(s.nextExpire) {
+			s.nextExpire = j.deadline
 		}
 	}
 }
@@ -477,19 +501,21 @@ func (s *Sim) cycle() {
 	for _, j := range s.jobs {
 		if !j.done {
 			live = append(live, j)
+		} else if s.byName[j.w.Name] == j {
+			delete(s.byName, j.w.Name)
 		}
 	}
 	for i := len(live); i < len(s.jobs); i++ {
 		s.jobs[i] = nil
 	}
 	s.jobs = live
-	ws := make([]*workload.Workload, 0, len(s.jobs))
-	byName := make(map[workload.ID]*job, len(s.jobs))
+	ws := s.wsBuf[:0]
 	for _, j := range s.jobs {
 		ws = append(ws, j.w)
-		byName[j.w.Name] = j
 		j.considered = true
 	}
+	s.wsBuf = ws
+	byName := s.byName
 	in := s.in
 	in.Now = s.now
 	in.Workloads = ws
@@ -597,7 +623,9 @@ func (s *Sim) spotPrices() {
 		s.metrics.spot = append(s.metrics.spot, q.PerGPUHour)
 	}
 	for _, j := range s.jobs {
-		if j.done || j.w.Running == nil || !spot.Bound(s.effective(j.w)) {
+		// A job without a max price is never bound (policies do not set
+		// prices of jobs): skip the policy lookup.
+		if j.done || j.w.Running == nil || j.w.MaxPrice <= 0 || !spot.Bound(s.effective(j.w)) {
 			continue
 		}
 		a := j.w.Running

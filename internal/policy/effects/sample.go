@@ -39,21 +39,7 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 	for _, id := range down {
 		isDown[id] = true
 	}
-	type cap struct {
-		t policy.Target
-		c float64
-	}
-	var caps []cap
-	capIdx := map[policy.Target]int{}
-	addCap := func(t policy.Target, g float64) {
-		i, ok := capIdx[t]
-		if !ok {
-			i = len(caps)
-			capIdx[t] = i
-			caps = append(caps, cap{t: t})
-		}
-		caps[i].c += g
-	}
+	var caps sums // GPUs in service per flavor, region and pool
 	var all float64
 	for _, n := range w.Nodes {
 		if isDown[n.ID] {
@@ -61,62 +47,64 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 		}
 		g := float64(n.GPUs)
 		all += g
-		addCap(policy.Target{Kind: policy.TargetFlavor, Name: string(n.Model)}, g)
-		addCap(policy.Target{Kind: policy.TargetRegion, Name: n.Region}, g)
+		caps.add(policy.TargetFlavor, string(n.Model), g)
+		caps.add(policy.TargetRegion, n.Region, g)
 		if n.Pool != "" {
-			addCap(policy.Target{Kind: policy.TargetPool, Name: n.Pool}, g)
+			caps.add(policy.TargetPool, n.Pool, g)
 		}
 	}
-	pool := map[fleet.NodeID]string{}
+	pool := map[fleet.NodeID]string{} // nodes in a pool; the rest read ""
 	for _, n := range w.Nodes {
-		pool[n.ID] = n.Pool
+		if n.Pool != "" {
+			pool[n.ID] = n.Pool
+		}
 	}
-	used := map[policy.Target]float64{}
-	pending := map[policy.Target]float64{}
+	// Each target's sum is added to in workload order, as by a map, but
+	// found by a scan of a few names per kind: no hashing per workload.
+	var used, pending byKind
 	for _, x := range w.Workloads {
 		g := float64(x.TotalGPUs()) / resource.PerGPU
-		tt := policy.Target{Kind: policy.TargetTenant, Name: x.Tenant}
 		if x.Running == nil {
-			pending[policy.Cluster] += g
-			pending[tt] += g
+			pending.cluster += g
+			pending.tenant.add(x.Tenant, g)
 			for _, f := range x.Flavors {
-				pending[policy.Target{Kind: policy.TargetFlavor, Name: string(f)}] += g
+				pending.flavor.add(string(f), g)
 			}
 			for _, r := range x.Regions {
-				pending[policy.Target{Kind: policy.TargetRegion, Name: r}] += g
+				pending.region.add(r, g)
 			}
 			continue
 		}
-		used[policy.Cluster] += g
-		used[tt] += g
-		used[policy.Target{Kind: policy.TargetFlavor, Name: string(x.Running.Flavor)}] += g
-		used[policy.Target{Kind: policy.TargetRegion, Name: x.Running.Region}] += g
-		if len(x.Running.Replicas) > 0 {
+		used.cluster += g
+		used.tenant.add(x.Tenant, g)
+		used.flavor.add(string(x.Running.Flavor), g)
+		used.region.add(x.Running.Region, g)
+		if len(x.Running.Replicas) > 0 && len(pool) > 0 {
 			if p := pool[x.Running.Replicas[0].Node]; p != "" {
-				used[policy.Target{Kind: policy.TargetPool, Name: p}] += g
+				used.pool.add(p, g)
 			}
 		}
 	}
 	var out []Observation
 	util := func(t policy.Target, c float64) {
 		if c > 0 {
-			out = append(out, Observation{policy.MetricUtilization, t, used[t] / c})
+			out = append(out, Observation{policy.MetricUtilization, t, used.get(t) / c})
 		}
 	}
 	util(policy.Cluster, all)
-	for _, c := range caps {
-		util(c.t, c.c)
+	for i, t := range caps.names {
+		util(t, caps.vals[i])
 	}
-	out = append(out, Observation{policy.MetricPendingGPUs, policy.Cluster, pending[policy.Cluster]})
-	for _, c := range caps {
-		if c.t.Kind == policy.TargetFlavor || c.t.Kind == policy.TargetRegion {
-			out = append(out, Observation{policy.MetricPendingGPUs, c.t, pending[c.t]})
+	out = append(out, Observation{policy.MetricPendingGPUs, policy.Cluster, pending.cluster})
+	for _, t := range caps.names {
+		if t.Kind == policy.TargetFlavor || t.Kind == policy.TargetRegion {
+			out = append(out, Observation{policy.MetricPendingGPUs, t, pending.get(t)})
 		}
 	}
 	for _, name := range tenants {
 		tt := policy.Target{Kind: policy.TargetTenant, Name: name}
 		util(tt, all)
-		out = append(out, Observation{policy.MetricPendingGPUs, tt, pending[tt]})
+		out = append(out, Observation{policy.MetricPendingGPUs, tt, pending.get(tt)})
 	}
 	return out
 }
@@ -127,4 +115,79 @@ func Observe(ws *policy.Windows, now time.Time, obs []Observation) {
 		ws.ObserveMetric(o.Metric, o.Target, now, o.Value)
 	}
 	ws.Advance(now)
+}
+
+// sums are GPU totals per target in the order first seen (a fleet has few
+// flavors, regions and pools).
+type sums struct {
+	names []policy.Target
+	vals  []float64
+}
+
+func (s *sums) add(kind policy.TargetKind, name string, g float64) {
+	for i := range s.names {
+		if s.names[i].Kind == kind && s.names[i].Name == name {
+			s.vals[i] += g
+			return
+		}
+	}
+	s.names = append(s.names, policy.Target{Kind: kind, Name: name})
+	s.vals = append(s.vals, g)
+}
+
+// byKind are GPU totals per target, by kind: the cluster's and per name
+// for tenants, flavors, regions and pools.
+type byKind struct {
+	cluster                      float64
+	tenant, flavor, region, pool named
+}
+
+func (b *byKind) get(t policy.Target) float64 {
+	switch t.Kind {
+	case policy.TargetCluster:
+		return b.cluster
+	case policy.TargetTenant:
+		return b.tenant.get(t.Name)
+	case policy.TargetFlavor:
+		return b.flavor.get(t.Name)
+	case policy.TargetRegion:
+		return b.region.get(t.Name)
+	case policy.TargetPool:
+		return b.pool.get(t.Name)
+	}
+	return 0
+}
+
+// named sums per name, trying the last name added first (work of one
+// tenant or flavor often comes in runs).
+type named struct {
+	names []string
+	vals  []float64
+	last  int
+}
+
+func (n *named) add(name string, g float64) {
+	if n.last < len(n.names) && n.names[n.last] == name {
+		n.vals[n.last] += g
+		return
+	}
+	for i, x := range n.names {
+		if x == name {
+			n.vals[i] += g
+			n.last = i
+			return
+		}
+	}
+	n.names = append(n.names, name)
+	n.vals = append(n.vals, g)
+	n.last = len(n.names) - 1
+}
+
+func (n *named) get(name string) float64 {
+	for i, x := range n.names {
+		if x == name {
+			return n.vals[i]
+		}
+	}
+	return 0
 }
