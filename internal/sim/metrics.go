@@ -96,17 +96,28 @@ type TrainingJob struct {
 	Progress     float64 `json:"progress"`
 	Preemptions  int     `json:"preemptions"`
 	LostGPUHours float64 `json:"lost_to_preemption_gpu_hours"`
+	// PreemptedBy says, for its first preemptions, when, by whom (the
+	// claimant and its class) and why: what a reader needs to see which
+	// rule of the strategy let it be taken.
+	PreemptedBy []string `json:"preempted_by,omitempty"`
 	// LongestWaitH is its longest time pending (after submission or a
 	// preemption) before it ran again, or to the end if it never did.
 	LongestWaitH float64 `json:"longest_wait_h"`
 }
 
-// String says in words how the run ended.
+// maxPreemptedBy bounds TrainingJob.PreemptedBy.
+const maxPreemptedBy = 3
+
+// String says in words how the run ended, and what first preempted it.
 func (t TrainingJob) String() string {
-	if t.Finished {
-		return fmt.Sprintf("%s: finished in %.0f h", t.Name, t.CompletionH)
+	s := fmt.Sprintf("%s: finished in %.0f h", t.Name, t.CompletionH)
+	if !t.Finished {
+		s = fmt.Sprintf("%s: did not finish, %.0f%% done", t.Name, 100*t.Progress)
 	}
-	return fmt.Sprintf("%s: did not finish, %.0f%% done", t.Name, 100*t.Progress)
+	if len(t.PreemptedBy) > 0 {
+		s += "; preempted at " + t.PreemptedBy[0]
+	}
+	return s
 }
 
 // Series are the per-step time series of a run (one row per SampleEvery).
@@ -252,6 +263,16 @@ func (r *recorder) completed(j *job) {
 func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
 	r.res.Preemptions++
 	j.preempts++
+	if j.named && len(j.preemptedBy) < maxPreemptedBy {
+		by := "a failed node or a policy"
+		if p.By != "" {
+			by = string(p.By)
+			if c := r.s.byName[p.By]; c != nil {
+				by += " (class " + c.class + ")"
+			}
+		}
+		j.preemptedBy = append(j.preemptedBy, fmt.Sprintf("hour %.0f by %s: %s", r.s.now.Sub(r.s.sc.Start).Hours(), by, p.Reason))
+	}
 	j.lostGPUH += lost.Hours() * float64(j.gpus()) / resource.PerGPU
 	if j.customerRequest() {
 		r.res.CustomerVMPreemptions++
@@ -378,7 +399,8 @@ func (r *recorder) sample() {
 // trainingJob is a named run's account at the end of the scenario.
 func (r *recorder) trainingJob(j *job) TrainingJob {
 	s := r.s
-	t := TrainingJob{Name: string(j.w.Name), GPUs: int(j.gpus() / resource.PerGPU), Preemptions: j.preempts, LostGPUHours: roundTo(j.lostGPUH, 1)}
+	t := TrainingJob{Name: string(j.w.Name), GPUs: int(j.gpus() / resource.PerGPU), Preemptions: j.preempts, LostGPUHours: roundTo(j.lostGPUH, 1),
+		PreemptedBy: j.preemptedBy}
 	if !j.completedAt.IsZero() {
 		t.Finished, t.Progress = true, 1
 		t.CompletionH = roundTo(j.completedAt.Sub(j.submitted).Hours(), 2)

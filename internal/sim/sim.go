@@ -63,6 +63,7 @@ type job struct {
 	longestWait time.Duration
 	lostGPUH    float64
 	preempts    int
+	preemptedBy []string // a named run's first preemptions, in words
 	completedAt time.Time
 }
 
