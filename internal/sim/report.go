@@ -63,6 +63,7 @@ func (r *Results) WriteHTML(w io.Writer) error {
 	if len(r.Strategies) > 0 {
 		xMax := r.xMax()
 		b.WriteString("<h2>Time series</h2>\n")
+		r.writeClassCharts(&b)
 		r.writeTenantCharts(&b, xMax)
 		r.writeLatencyCharts(&b, xMax)
 		r.writeLineCharts(&b, xMax)
@@ -792,3 +793,66 @@ func fmtMs(ms float64) string {
 func fmtPct(x float64) string { return fmtNum(100*x, 0) + "%" }
 
 func fmtUSD(x float64) string { return "$" + fmtNum(x, 2) }
+
+// writeClassCharts draws, per class, each strategy's share of requests
+// that failed for capacity and its time to capacity p95, as grouped
+// horizontal bars: who pays for a strategy, at a glance.
+func (r *Results) writeClassCharts(b *strings.Builder) {
+	if len(r.Strategies) == 0 || len(r.Strategies[0].Classes) == 0 {
+		return
+	}
+	b.WriteString("<h3 id=\"class-charts\">Classes at a glance</h3>\n<p class=\"note\">Per class: the share of its requests that failed for capacity, and the 95th percentile of the time to capacity of those placed. n/a: the class has no requests that can fail.</p>\n")
+	strategyLegend(b, r.Strategies, "")
+	b.WriteString("<div class=\"grid2\">\n")
+	classBars(b, r.Strategies, "capacity failures", fmtPct, func(c *ClassResult) (float64, bool) {
+		return c.CapacityFailureRate, c.Patient > 0
+	})
+	classBars(b, r.Strategies, "time to capacity p95", func(v float64) string { return dur(v) }, func(c *ClassResult) (float64, bool) {
+		return c.TimeToCapacityP95S, c.Placed > 0
+	})
+	b.WriteString("</div>\n")
+}
+
+// classBars is one grouped bar chart: a group per class of the first
+// strategy, a bar per strategy, scaled to the largest value.
+func classBars(b *strings.Builder, srs []*StrategyResult, title string, format func(float64) string, value func(*ClassResult) (float64, bool)) {
+	const labelW, barH, gap, w = 190.0, 12.0, 10.0, 640.0
+	classes := srs[0].Classes
+	hi := 0.0
+	for _, sr := range srs {
+		for _, c := range sr.Classes {
+			if v, ok := value(c); ok {
+				hi = math.Max(hi, v)
+			}
+		}
+	}
+	if hi <= 0 {
+		hi = 1
+	}
+	h := 26 + float64(len(classes))*(float64(len(srs))*barH+gap)
+	b.WriteString("<svg class=\"chart\" viewBox=\"0 0 " + f0(w) + " " + f0(h) + "\" role=\"img\" aria-label=\"" + esc(title) + " by class\">\n")
+	b.WriteString("<text x=\"0\" y=\"17\" font-size=\"14\" font-weight=\"600\" fill=\"#222\">" + esc(title) + " by class</text>\n")
+	y := 26.0
+	for _, c := range classes {
+		name := c.Display
+		if name == "" {
+			name = c.Name
+		}
+		b.WriteString("<text x=\"" + f0(labelW-6) + "\" y=\"" + f1(y+float64(len(srs))*barH/2+4) + "\" text-anchor=\"end\" font-size=\"12\" fill=\"#333\">" + esc(name) + "</text>\n")
+		for si, sr := range srs {
+			cr := sr.Classes.Get(c.Name)
+			text := NA
+			bw := 0.0
+			if cr != nil {
+				if v, ok := value(cr); ok {
+					text, bw = format(v), v/hi*(w-labelW-90)
+				}
+			}
+			b.WriteString("<rect x=\"" + f0(labelW) + "\" y=\"" + f1(y) + "\" width=\"" + f1(math.Max(bw, 0.5)) + "\" height=\"" + f1(barH-2) + "\" fill=\"" + pick(strategyColors, si) + "\"><title>" + esc(sr.Strategy+": "+text) + "</title></rect>")
+			b.WriteString("<text x=\"" + f1(labelW+bw+4) + "\" y=\"" + f1(y+barH-3) + "\" font-size=\"10\" fill=\"#555\">" + esc(text) + "</text>\n")
+			y += barH
+		}
+		y += gap
+	}
+	b.WriteString("</svg>\n")
+}

@@ -121,11 +121,12 @@ func TestReportContent(t *testing.T) {
 		}
 	}
 	// One chart per strategy for tenants and spot prices, one per
-	// service and strategy (daily bands), four line charts.
-	if got, want := strings.Count(page, "<svg"), 3+2*3+4+3; got != want {
+	// service and strategy (daily bands), four line charts, two class
+	// bar charts.
+	if got, want := strings.Count(page, "<svg"), 3+2*3+4+3+2; got != want {
 		t.Errorf("%d <svg> charts, want %d", got, want)
 	}
-	for _, s := range []string{"GPUs by tenant", "p99 against the SLO, by day", "p10–p90 of the day", `id="strategies"`, "Customer capacity failures", "Training progress", "Preemptions", "Spot price", "GPU utilization", "SLO 8 s", "SLO 2 s", "A100/eastus", "seed <b>42</b>", "<b>100</b> GPUs", "<b>2</b> days"} {
+	for _, s := range []string{"GPUs by tenant", "p99 against the SLO, by day", "p10–p90 of the day", `id="strategies"`, "capacity failures by class", "time to capacity p95 by class", "Customer capacity failures", "Training progress", "Preemptions", "Spot price", "GPU utilization", "SLO 8 s", "SLO 2 s", "A100/eastus", "seed <b>42</b>", "<b>100</b> GPUs", "<b>2</b> days"} {
 		if !strings.Contains(page, s) {
 			t.Errorf("page lacks %q", s)
 		}
