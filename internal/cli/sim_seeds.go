@@ -43,27 +43,35 @@ func runSeeds(cmd *cobra.Command, sc *sim.Scenario, sts []*sim.Strategy, seeds [
 		return res.WriteJSON(cmd.OutOrStdout())
 	}
 	writeSeedTable(cmd.OutOrStdout(), res)
-	fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s and %s\n", filepath.Join(out, "results.json"), filepath.Join(out, "seed-N", "..."))
+	fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s, %s and %s\n", filepath.Join(out, "report.html"), filepath.Join(out, "results.json"), filepath.Join(out, "seed-N", "..."))
 	return nil
 }
 
-// writeSeedOutputs writes DIR/results.json (the aggregate) and each
-// seed's results.json, CSVs and report in DIR/seed-N.
+// writeSeedOutputs writes DIR/results.json and DIR/report.html (the
+// aggregate) and each seed's results.json, CSVs and report in DIR/seed-N.
 func writeSeedOutputs(dir string, res *sim.SeedResults) error {
 	for k, seed := range res.Seeds {
 		if err := writeSimOutputs(filepath.Join(dir, fmt.Sprintf("seed-%d", seed)), res.SeedRun(k)); err != nil {
 			return err
 		}
 	}
-	f, err := os.Create(filepath.Join(dir, "results.json"))
-	if err != nil {
-		return err
+	for _, o := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{"results.json", res.WriteJSON}, {"report.html", res.WriteHTML}} {
+		f, err := os.Create(filepath.Join(dir, o.name))
+		if err != nil {
+			return err
+		}
+		if err := o.write(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
 	}
-	if err := res.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }
 
 // writeSeedTable prints mean ± 95% CI per metric and strategy; "*" marks

@@ -54,6 +54,17 @@ func TestSimSeeds(t *testing.T) {
 			t.Errorf("%s: %d runs, want 3", s.Strategy, len(s.Runs))
 		}
 	}
+	// The seeds report: the comparison, and a bar with its CI whisker
+	// per strategy for each headline metric with a direction.
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"mean ± 95% confidence interval", `id="intervals"`, "GPU utilization", "(higher is better)", `stroke="#222"`, `id="glossary"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("seeds report lacks %q", want)
+		}
+	}
 	// Seed 5 inside a --seeds run is the same run as --seed 5.
 	single := t.TempDir()
 	if _, errOut, code := run(t, "sim", "--days", "0.25", "--strategies", "static,hybrid", "--seed", "5", "--out", single); code != 0 {
