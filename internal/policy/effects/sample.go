@@ -35,6 +35,34 @@ const FromWorld = policy.FromWorld
 // for those with nothing running or pending); down are nodes out of
 // service. Observations come in a fixed order.
 func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
+	obs, _ := SampleTotals(w, tenants, down)
+	return obs
+}
+
+// Totals are the GPUs of a world's workloads as Sample sums them (in
+// workload order, per target): those running and those pending. A caller
+// that needs these sums too reads them here instead of scanning the
+// workloads again; they are bit for bit what Sample divided.
+type Totals struct{ used, pending byKind }
+
+// Used is the GPUs running on a target (cluster, tenant, flavor, region,
+// pool).
+func (t *Totals) Used(target policy.Target) float64 { return t.used.get(target) }
+
+// Pending is the GPUs pending for a target (cluster, tenant, or a flavor
+// or region a pending workload may use).
+func (t *Totals) Pending(target policy.Target) float64 { return t.pending.get(target) }
+
+// EachUsedTenant calls f for every tenant with a workload running, with
+// its GPUs running, in the order the tenants were first seen.
+func (t *Totals) EachUsedTenant(f func(tenant string, gpus float64)) {
+	for i, name := range t.used.tenant.names {
+		f(name, t.used.tenant.vals[i])
+	}
+}
+
+// SampleTotals is Sample, also returning the sums it measured.
+func SampleTotals(w World, tenants []string, down []fleet.NodeID) ([]Observation, *Totals) {
 	isDown := map[fleet.NodeID]bool{}
 	for _, id := range down {
 		isDown[id] = true
@@ -61,7 +89,8 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 	}
 	// Each target's sum is added to in workload order, as by a map, but
 	// found by a scan of a few names per kind: no hashing per workload.
-	var used, pending byKind
+	tot := &Totals{}
+	used, pending := &tot.used, &tot.pending
 	for _, x := range w.Workloads {
 		g := float64(x.TotalGPUs()) / resource.PerGPU
 		if x.Running == nil {
@@ -106,7 +135,7 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 		util(tt, all)
 		out = append(out, Observation{policy.MetricPendingGPUs, tt, pending.get(tt)})
 	}
-	return out
+	return out, tot
 }
 
 // Observe records observations in windows at now and advances them.
