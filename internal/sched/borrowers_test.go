@@ -93,3 +93,30 @@ func TestClassifyBorrowersSameAsMaps(t *testing.T) {
 	}
 	t.Logf("%d cases, %d borrowing runs", cases, borrowing)
 }
+
+// TestIndexRunningSameAsAppend checks each node's list of runs against
+// appending every run's index to its nodes in turn (the former build).
+func TestIndexRunningSameAsAppend(t *testing.T) {
+	shared := 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		in, _ := propertyCase(seed)
+		s, _ := newSnapshot(&in)
+		want := make([][]int, len(s.nodes))
+		for i := range s.run {
+			for _, ni := range s.run[i].nodes {
+				want[ni] = append(want[ni], i)
+			}
+		}
+		for ni := range s.nodes {
+			if !slices.Equal(s.nodes[ni].running, want[ni]) {
+				t.Fatalf("seed %d: node %d runs %v, want %v", seed, ni, s.nodes[ni].running, want[ni])
+			}
+			if len(want[ni]) > 1 {
+				shared++
+			}
+		}
+	}
+	if shared < 100 {
+		t.Fatalf("only %d nodes with several runs", shared)
+	}
+}

@@ -106,18 +106,17 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			rs.entries = s.entriesFor(t, rs.key)
 			s.charge(rs.entries, w.TotalGPUs())
 		}
-		idx := len(s.run)
 		nodeStart := len(nodeBuf)
 		for _, r := range reps {
 			if !containsInt(nodeBuf[nodeStart:], r.node) {
 				nodeBuf = append(nodeBuf, r.node)
-				s.nodes[r.node].running = append(s.nodes[r.node].running, idx)
 			}
 		}
 		rs.nodes = nodeBuf[nodeStart:len(nodeBuf):len(nodeBuf)]
 		s.run = append(s.run, rs)
 		s.replicas = append(s.replicas, reps)
 	}
+	s.indexRunning(len(nodeBuf))
 	// Index the pools now that running work holds its GPUs.
 	for _, p := range s.pools {
 		p.buckets = make([][]uint64, p.maxGPUs+1)
@@ -155,6 +154,32 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	}
 	s.classifyBorrowers()
 	return s, conflicts
+}
+
+// indexRunning lists on each node the runs touching it, in run order (as
+// appending each run's index to its nodes in turn would), in one buffer of
+// n entries (the runs' node lists together) instead of a slice grown per
+// node.
+func (s *snapshot) indexRunning(n int) {
+	count := make([]int, len(s.nodes))
+	for i := range s.run {
+		for _, ni := range s.run[i].nodes {
+			count[ni]++
+		}
+	}
+	buf := make([]int, n)
+	off := 0
+	for ni, c := range count {
+		if c > 0 {
+			s.nodes[ni].running = buf[off : off : off+c]
+			off += c
+		}
+	}
+	for i := range s.run {
+		for _, ni := range s.run[i].nodes {
+			s.nodes[ni].running = append(s.nodes[ni].running, i)
+		}
+	}
 }
 
 func containsInt(xs []int, x int) bool {
