@@ -159,6 +159,11 @@ func (s *Sim) loadPolicy() error {
 	for _, t := range s.cfg.Tree.Tenants {
 		s.pol.tenants = append(s.pol.tenants, t.Name)
 	}
+	s.pol.nodes = s.policyNodes()
+	s.tally = newGPUTally(s.pol.nodes)
+	for _, j := range s.jobs { // none yet, unless a caller submitted some
+		s.tally.track(j)
+	}
 	return nil
 }
 
@@ -211,7 +216,7 @@ func (s *Sim) stepPolicy() {
 	}
 	p := s.pol
 	world := s.runtimeWorld()
-	obs, tot := effects.SampleTotals(world, p.tenants, nil)
+	obs, tot := s.sample(world)
 	s.measureFrom(&p.values, tot)
 	for len(p.samples) > 0 && !s.sc.Start.Add(p.samples[0].At).After(s.now) {
 		x := p.samples[0]
@@ -255,6 +260,15 @@ func (s *Sim) stepPolicy() {
 	}
 }
 
+// sample is effects.SampleTotals of the world, from the run's tally of
+// the live jobs' GPUs when it is exact (no scan of every job each step).
+func (s *Sim) sample(world effects.World) ([]effects.Observation, *effects.Totals) {
+	if tot, ok := s.tally.totals(); ok {
+		return effects.Observations(world.Nodes, s.pol.tenants, nil, tot), tot
+	}
+	return effects.SampleTotals(world, s.pol.tenants, nil)
+}
+
 // worstP99 returns the TTFT p99 and SLO of the service furthest above (or
 // closest to) its SLO this step.
 func (s *Sim) worstP99() (p99, slo time.Duration) {
@@ -272,9 +286,7 @@ func (s *Sim) worstP99() (p99, slo time.Duration) {
 // nodes and the live jobs' workloads, with their own specs.
 func (s *Sim) runtimeWorld() effects.World {
 	if s.pol.nodes == nil { // the fleet does not change: list it once
-		for _, n := range s.cfg.Fleet.Nodes {
-			s.pol.nodes = append(s.pol.nodes, effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels[sched.PoolLabel], GPUs: n.GPUs})
-		}
+		s.pol.nodes = s.policyNodes()
 	}
 	w := effects.World{Nodes: s.pol.nodes, Workloads: make([]*workload.Workload, 0, len(s.jobs))}
 	for _, j := range s.jobs {
@@ -283,6 +295,15 @@ func (s *Sim) runtimeWorld() effects.World {
 		}
 	}
 	return w
+}
+
+// policyNodes is the fleet as the policy runtime sees it.
+func (s *Sim) policyNodes() []effects.Node {
+	var out []effects.Node
+	for _, n := range s.cfg.Fleet.Nodes {
+		out = append(out, effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels[sched.PoolLabel], GPUs: n.GPUs})
+	}
+	return out
 }
 
 // PolicyName is the name a policy file is known by, as the server names

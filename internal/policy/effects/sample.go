@@ -63,24 +63,13 @@ func (t *Totals) EachUsedTenant(f func(tenant string, gpus float64)) {
 
 // SampleTotals is Sample, also returning the sums it measured.
 func SampleTotals(w World, tenants []string, down []fleet.NodeID) ([]Observation, *Totals) {
-	isDown := map[fleet.NodeID]bool{}
-	for _, id := range down {
-		isDown[id] = true
-	}
-	var caps sums // GPUs in service per flavor, region and pool
-	var all float64
-	for _, n := range w.Nodes {
-		if isDown[n.ID] {
-			continue
-		}
-		g := float64(n.GPUs)
-		all += g
-		caps.add(policy.TargetFlavor, string(n.Model), g)
-		caps.add(policy.TargetRegion, n.Region, g)
-		if n.Pool != "" {
-			caps.add(policy.TargetPool, n.Pool, g)
-		}
-	}
+	tot := TallyWorkloads(w)
+	return Observations(w.Nodes, tenants, down, tot), tot
+}
+
+// TallyWorkloads sums the world's workloads' GPUs per target, in workload
+// order, as Sample does.
+func TallyWorkloads(w World) *Totals {
 	pool := map[fleet.NodeID]string{} // nodes in a pool; the rest read ""
 	for _, n := range w.Nodes {
 		if n.Pool != "" {
@@ -114,6 +103,39 @@ func SampleTotals(w World, tenants []string, down []fleet.NodeID) ([]Observation
 			}
 		}
 	}
+	return tot
+}
+
+// SetUsed sets the GPUs running on a target, SetPending those pending for
+// it: for a caller that keeps the sums itself (exactly: the simulator, see
+// its gpuTally) and passes them to Observations. Set each target once.
+func (t *Totals) SetUsed(target policy.Target, gpus float64) { t.used.set(target, gpus) }
+
+// SetPending sets the GPUs pending for a target; see SetUsed.
+func (t *Totals) SetPending(target policy.Target, gpus float64) { t.pending.set(target, gpus) }
+
+// Observations are Sample's observations of a fleet (nodes, less those
+// down) with the workloads' sums tot, in Sample's order.
+func Observations(nodes []Node, tenants []string, down []fleet.NodeID, tot *Totals) []Observation {
+	isDown := map[fleet.NodeID]bool{}
+	for _, id := range down {
+		isDown[id] = true
+	}
+	var caps sums // GPUs in service per flavor, region and pool
+	var all float64
+	for _, n := range nodes {
+		if isDown[n.ID] {
+			continue
+		}
+		g := float64(n.GPUs)
+		all += g
+		caps.add(policy.TargetFlavor, string(n.Model), g)
+		caps.add(policy.TargetRegion, n.Region, g)
+		if n.Pool != "" {
+			caps.add(policy.TargetPool, n.Pool, g)
+		}
+	}
+	used, pending := &tot.used, &tot.pending
 	var out []Observation
 	util := func(t policy.Target, c float64) {
 		if c > 0 {
@@ -135,7 +157,7 @@ func SampleTotals(w World, tenants []string, down []fleet.NodeID) ([]Observation
 		util(tt, all)
 		out = append(out, Observation{policy.MetricPendingGPUs, tt, pending.get(tt)})
 	}
-	return out, tot
+	return out
 }
 
 // Observe records observations in windows at now and advances them.
@@ -169,6 +191,21 @@ func (s *sums) add(kind policy.TargetKind, name string, g float64) {
 type byKind struct {
 	cluster                      float64
 	tenant, flavor, region, pool named
+}
+
+func (b *byKind) set(t policy.Target, g float64) {
+	switch t.Kind {
+	case policy.TargetCluster:
+		b.cluster = g
+	case policy.TargetTenant:
+		b.tenant.add(t.Name, g)
+	case policy.TargetFlavor:
+		b.flavor.add(t.Name, g)
+	case policy.TargetRegion:
+		b.region.add(t.Name, g)
+	case policy.TargetPool:
+		b.pool.add(t.Name, g)
+	}
 }
 
 func (b *byKind) get(t policy.Target) float64 {
