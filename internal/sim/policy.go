@@ -35,6 +35,8 @@ type policyRun struct {
 	recovering []int
 	// nodes is the fleet as the policy runtime sees it (built once).
 	nodes []effects.Node
+	// capacity is the nodes' GPUs per target (summed once).
+	capacity *effects.Capacity
 }
 
 // Firing is one entry of a run's policy log, with what it did.
@@ -264,7 +266,10 @@ func (s *Sim) stepPolicy() {
 // the live jobs' GPUs when it is exact (no scan of every job each step).
 func (s *Sim) sample(world effects.World) ([]effects.Observation, *effects.Totals) {
 	if tot, ok := s.tally.totals(); ok {
-		return effects.Observations(world.Nodes, s.pol.tenants, nil, tot), tot
+		if s.pol.capacity == nil { // the fleet does not change: sum it once
+			s.pol.capacity = effects.FleetCapacity(world.Nodes, nil)
+		}
+		return s.pol.capacity.Observations(s.pol.tenants, tot), tot
 	}
 	return effects.SampleTotals(world, s.pol.tenants, nil)
 }

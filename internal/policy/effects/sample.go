@@ -117,6 +117,19 @@ func (t *Totals) SetPending(target policy.Target, gpus float64) { t.pending.set(
 // Observations are Sample's observations of a fleet (nodes, less those
 // down) with the workloads' sums tot, in Sample's order.
 func Observations(nodes []Node, tenants []string, down []fleet.NodeID, tot *Totals) []Observation {
+	return FleetCapacity(nodes, down).Observations(tenants, tot)
+}
+
+// Capacity is the GPUs in service of a fleet, whole and per flavor,
+// region and pool: what Observations divides by. A caller whose fleet does
+// not change computes it once.
+type Capacity struct {
+	all  float64
+	caps sums
+}
+
+// FleetCapacity sums the GPUs of the nodes not down, in node order.
+func FleetCapacity(nodes []Node, down []fleet.NodeID) *Capacity {
 	isDown := map[fleet.NodeID]bool{}
 	for _, id := range down {
 		isDown[id] = true
@@ -135,6 +148,13 @@ func Observations(nodes []Node, tenants []string, down []fleet.NodeID, tot *Tota
 			caps.add(policy.TargetPool, n.Pool, g)
 		}
 	}
+	return &Capacity{all: all, caps: caps}
+}
+
+// Observations are Sample's observations of the fleet's capacity with the
+// workloads' sums tot, in Sample's order.
+func (cp *Capacity) Observations(tenants []string, tot *Totals) []Observation {
+	all, caps := cp.all, &cp.caps
 	used, pending := &tot.used, &tot.pending
 	var out []Observation
 	util := func(t policy.Target, c float64) {
