@@ -135,6 +135,9 @@ type Sim struct {
 	// tally keeps the live jobs' GPUs per policy target for the policy
 	// sample (nil without policies).
 	tally *gpuTally
+	// spotJobs are the live jobs with a max price, in submission order
+	// (the ended ones dropped each step).
+	spotJobs []*job
 	// spotSet holds the spot prices policies set (model, region → USD per
 	// GPU-hour), an input of the market; nil while none is in force.
 	spotSet map[spot.Key]float64
@@ -431,6 +434,9 @@ func (s *Sim) submit(j *job) {
 	j.waitFrom = s.now
 	j.w.SubmittedAt = s.now
 	s.jobs = append(s.jobs, j)
+	if j.w.MaxPrice > 0 { // fixed from now on
+		s.spotJobs = append(s.spotJobs, j)
+	}
 	s.tally.track(j)
 	s.byName[j.w.Name] = j
 	if !j.deadline.IsZero() && (s.nextExpire.IsZero() || j.deadline.Before(s.nextExpire)) {
@@ -631,10 +637,11 @@ func (s *Sim) spotPrices() {
 	for _, q := range s.market.Quotes() {
 		s.metrics.spot = append(s.metrics.spot, q.PerGPUHour)
 	}
-	for _, j := range s.jobs {
-		// A job without a max price is never bound (policies do not set
-		// prices of jobs): skip the policy lookup.
-		if j.done || j.w.Running == nil || j.w.MaxPrice <= 0 || !spot.Bound(s.effective(j.w)) {
+	// Only jobs with a max price can be bound (policies do not set prices
+	// of jobs): visit those, in submission order as in s.jobs.
+	s.spotJobs = compact(s.spotJobs)
+	for _, j := range s.spotJobs {
+		if j.w.Running == nil || !spot.Bound(s.effective(j.w)) {
 			continue
 		}
 		a := j.w.Running
