@@ -106,18 +106,17 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			rs.entries = s.entriesFor(t, rs.key)
 			s.charge(rs.entries, w.TotalGPUs())
 		}
-		idx := len(s.run)
 		nodeStart := len(nodeBuf)
 		for _, r := range reps {
 			if !containsInt(nodeBuf[nodeStart:], r.node) {
 				nodeBuf = append(nodeBuf, r.node)
-				s.nodes[r.node].running = append(s.nodes[r.node].running, idx)
 			}
 		}
 		rs.nodes = nodeBuf[nodeStart:len(nodeBuf):len(nodeBuf)]
 		s.run = append(s.run, rs)
 		s.replicas = append(s.replicas, reps)
 	}
+	s.indexRunning(len(nodeBuf))
 	// Index the pools now that running work holds its GPUs.
 	for _, p := range s.pools {
 		p.buckets = make([][]uint64, p.maxGPUs+1)
@@ -157,6 +156,32 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	return s, conflicts
 }
 
+// indexRunning lists on each node the runs touching it, in run order (as
+// appending each run's index to its nodes in turn would), in one buffer of
+// n entries (the runs' node lists together) instead of a slice grown per
+// node.
+func (s *snapshot) indexRunning(n int) {
+	count := make([]int, len(s.nodes))
+	for i := range s.run {
+		for _, ni := range s.run[i].nodes {
+			count[ni]++
+		}
+	}
+	buf := make([]int, n)
+	off := 0
+	for ni, c := range count {
+		if c > 0 {
+			s.nodes[ni].running = buf[off : off : off+c]
+			off += c
+		}
+	}
+	for i := range s.run {
+		for _, ni := range s.run[i].nodes {
+			s.nodes[ni].running = append(s.nodes[ni].running, i)
+		}
+	}
+}
+
 func containsInt(xs []int, x int) bool {
 	for _, y := range xs {
 		if y == x {
@@ -173,43 +198,67 @@ func containsInt(xs []int, x int) bool {
 // the guarantee are borrowing and may be reclaimed. The others are within
 // the guarantee and, unless preemptible, are never evicted.
 func (s *snapshot) classifyBorrowers() {
-	type group struct {
-		guaranteed resource.MilliGPU
-		runs       []int
+	// A group is one (tenant, quota entry): group base[t]+idx. Runs are
+	// bucketed by group with a counting sort, keeping run order in each
+	// group, as the groups' lists were built before.
+	tenants := s.tree.Tenants
+	base := make([]int, len(tenants)+1)
+	for t := range tenants {
+		base[t+1] = base[t] + len(tenants[t].Quotas)
 	}
-	groups := map[[2]int]*group{}
-	var order [][2]int
+	ng := base[len(tenants)]
+	guaranteed := make([]resource.MilliGPU, ng)
+	total := make([]resource.MilliGPU, ng)
+	count := make([]int, ng+1)
+	group := make([]int, len(s.run))
+	var memo entryMemo
 	for i := range s.run {
 		r := &s.run[i]
+		group[i] = -1
 		if r.w.Running.OnReservation {
 			continue
 		}
-		q, idx, ok := s.tree.Entry(r.tenant, r.key.Model, r.key.Region)
+		q, idx, ok := memo.entry(s.tree, r.tenant, r.key)
 		if !ok {
 			r.borrows = true
 			continue
 		}
-		k := [2]int{r.tenant, idx}
-		g, ok := groups[k]
-		if !ok {
-			g = &group{guaranteed: q.Guaranteed}
-			groups[k] = g
-			order = append(order, k)
-		}
-		g.runs = append(g.runs, i)
+		g := base[r.tenant] + idx
+		group[i] = g
+		guaranteed[g] = q.Guaranteed
+		total[g] = total[g].Add(r.w.TotalGPUs())
+		count[g+1]++
 	}
-	for _, k := range order {
-		g := groups[k]
-		// A group within its guarantee has no borrower, whatever the
-		// order: skip the sort (each run's borrows is false already).
-		var total resource.MilliGPU
-		for _, i := range g.runs {
-			total = total.Add(s.run[i].w.TotalGPUs())
+	// Only a group above its guarantee has borrowers: a group within it
+	// has none, whatever the order (each run's borrows is false already).
+	// Gather the runs of those groups only.
+	n := 0
+	for g := 0; g < ng; g++ {
+		c := count[g+1]
+		if total[g] <= guaranteed[g] {
+			c = 0
 		}
-		if total <= g.guaranteed {
+		count[g] = n
+		n += c
+	}
+	count[ng] = n
+	if n == 0 {
+		return
+	}
+	runs := make([]int, n)
+	fill := slices.Clone(count[:ng])
+	for i, g := range group {
+		if g >= 0 && total[g] > guaranteed[g] {
+			runs[fill[g]] = i
+			fill[g]++
+		}
+	}
+	for g := 0; g < ng; g++ {
+		grp := runs[count[g]:fill[g]]
+		if len(grp) == 0 {
 			continue
 		}
-		slices.SortFunc(g.runs, func(a, b int) int {
+		slices.SortFunc(grp, func(a, b int) int {
 			x, y := s.run[a].w, s.run[b].w
 			if x.Priority != y.Priority {
 				return int(y.Priority - x.Priority)
@@ -229,11 +278,32 @@ func (s *snapshot) classifyBorrowers() {
 			return strings.Compare(string(x.Name), string(y.Name))
 		})
 		var cum resource.MilliGPU
-		for _, i := range g.runs {
+		for _, i := range grp {
 			cum = cum.Add(s.run[i].w.TotalGPUs())
-			s.run[i].borrows = cum > g.guaranteed
+			s.run[i].borrows = cum > guaranteed[g]
 		}
 	}
+}
+
+// entryMemo remembers the last quota entry looked up: running work of one
+// tenant on one flavor and region often comes in runs.
+type entryMemo struct {
+	set    bool
+	tenant int
+	key    tenancy.Key
+	q      tenancy.Quota
+	idx    int
+	ok     bool
+}
+
+// entry is tree.Entry(t, k.Model, k.Region), from the memo when the last
+// lookup was the same.
+func (m *entryMemo) entry(tree *tenancy.Tree, t int, k tenancy.Key) (tenancy.Quota, int, bool) {
+	if !m.set || m.tenant != t || m.key != k {
+		m.q, m.idx, m.ok = tree.Entry(t, k.Model, k.Region)
+		m.set, m.tenant, m.key = true, t, k
+	}
+	return m.q, m.idx, m.ok
 }
 
 // Check reports inconsistencies in an input's running workloads: unknown

@@ -42,6 +42,9 @@ type Autoscaler struct {
 	next   int
 	filled int
 	last   int // last Needed answer: where the next search starts
+	// erlang memoises the probability of waiting over one search's
+	// replica counts (one load): exact, see ErlangTable.
+	erlang ErlangTable
 }
 
 // Decision is one autoscaling decision.
@@ -137,7 +140,7 @@ func (a *Autoscaler) exceedAt(c int, lambda, mu, t float64) float64 {
 		return 1
 	}
 	d := a.d
-	C := erlangC(c, lambda/mu)
+	C := a.erlang.C(c, lambda/mu)
 	g := d.tail(t)
 	if C == 0 {
 		return g

@@ -22,6 +22,10 @@ type StepInput struct {
 	// (a client timeout or an admission limit); the backlog then never
 	// exceeds MaxWait·capacity.
 	MaxWait time.Duration
+	// Erlang, when set, memoises the step's probability of waiting (the
+	// same for distributions of the same occupancy at the same input);
+	// results are bit for bit those without it.
+	Erlang *ErlangTable
 }
 
 // StepResult is what a step did. Latencies are response times (wait plus
@@ -199,7 +203,7 @@ func (d *ServiceDist) Step(in StepInput) StepResult {
 		if ws == 0 {
 			ws = 1
 		}
-		r.c = erlangC(c, lambda/mu)
+		r.c = in.Erlang.C(c, lambda/mu)
 		var ew, rej float64
 		if r.c > 0 {
 			r.theta = (kappa - lambda) * 2 / (1 + d.occSCV)

@@ -35,6 +35,8 @@ type policyRun struct {
 	recovering []int
 	// nodes is the fleet as the policy runtime sees it (built once).
 	nodes []effects.Node
+	// capacity is the nodes' GPUs per target (summed once).
+	capacity *effects.Capacity
 }
 
 // Firing is one entry of a run's policy log, with what it did.
@@ -159,6 +161,11 @@ func (s *Sim) loadPolicy() error {
 	for _, t := range s.cfg.Tree.Tenants {
 		s.pol.tenants = append(s.pol.tenants, t.Name)
 	}
+	s.pol.nodes = s.policyNodes()
+	s.tally = newGPUTally(s.pol.nodes)
+	for _, j := range s.jobs { // none yet, unless a caller submitted some
+		s.tally.track(j)
+	}
 	return nil
 }
 
@@ -210,14 +217,15 @@ func (s *Sim) stepPolicy() {
 		return
 	}
 	p := s.pol
-	s.measure(&p.values)
+	world := s.runtimeWorld()
+	obs, tot := s.sample(world)
+	s.measureFrom(&p.values, tot)
 	for len(p.samples) > 0 && !s.sc.Start.Add(p.samples[0].At).After(s.now) {
 		x := p.samples[0]
 		p.windows.ObserveMetric(x.Metric, x.Target, s.sc.Start.Add(x.At), x.Value)
 		p.samples = p.samples[1:]
 	}
-	world := s.runtimeWorld()
-	effects.Observe(p.windows, s.now, effects.Sample(world, p.tenants, nil))
+	effects.Observe(p.windows, s.now, obs)
 	step := p.eng.Evaluate(s.now, policyMetrics{p})
 	active := make([]effects.Active, len(step.Active))
 	for i, a := range step.Active {
@@ -254,6 +262,18 @@ func (s *Sim) stepPolicy() {
 	}
 }
 
+// sample is effects.SampleTotals of the world, from the run's tally of
+// the live jobs' GPUs when it is exact (no scan of every job each step).
+func (s *Sim) sample(world effects.World) ([]effects.Observation, *effects.Totals) {
+	if tot, ok := s.tally.totals(); ok {
+		if s.pol.capacity == nil { // the fleet does not change: sum it once
+			s.pol.capacity = effects.FleetCapacity(world.Nodes, nil)
+		}
+		return s.pol.capacity.Observations(s.pol.tenants, tot), tot
+	}
+	return effects.SampleTotals(world, s.pol.tenants, nil)
+}
+
 // worstP99 returns the TTFT p99 and SLO of the service furthest above (or
 // closest to) its SLO this step.
 func (s *Sim) worstP99() (p99, slo time.Duration) {
@@ -271,9 +291,7 @@ func (s *Sim) worstP99() (p99, slo time.Duration) {
 // nodes and the live jobs' workloads, with their own specs.
 func (s *Sim) runtimeWorld() effects.World {
 	if s.pol.nodes == nil { // the fleet does not change: list it once
-		for _, n := range s.cfg.Fleet.Nodes {
-			s.pol.nodes = append(s.pol.nodes, effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels[sched.PoolLabel], GPUs: n.GPUs})
-		}
+		s.pol.nodes = s.policyNodes()
 	}
 	w := effects.World{Nodes: s.pol.nodes, Workloads: make([]*workload.Workload, 0, len(s.jobs))}
 	for _, j := range s.jobs {
@@ -282,6 +300,15 @@ func (s *Sim) runtimeWorld() effects.World {
 		}
 	}
 	return w
+}
+
+// policyNodes is the fleet as the policy runtime sees it.
+func (s *Sim) policyNodes() []effects.Node {
+	var out []effects.Node
+	for _, n := range s.cfg.Fleet.Nodes {
+		out = append(out, effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels[sched.PoolLabel], GPUs: n.GPUs})
+	}
+	return out
 }
 
 // PolicyName is the name a policy file is known by, as the server names
@@ -325,6 +352,28 @@ func (s *Sim) measure(m *metricValues) {
 		m.tenantUtil[k] /= capacity
 	}
 	m.pendingGPUs = pending
+	s.measureLatency(m)
+}
+
+// measureFrom fills this step's metric values as measure does, reading the
+// GPU sums from the policy sample's totals (summed over the same live
+// jobs in the same order, so bit for bit measure's; TestMeasureFromSame)
+// instead of scanning the jobs again.
+func (s *Sim) measureFrom(m *metricValues, tot *effects.Totals) {
+	if m.tenantUtil == nil {
+		m.tenantUtil = map[string]float64{}
+		m.svcLatency = map[string][3]float64{}
+	}
+	clear(m.tenantUtil)
+	capacity := float64(s.capacity) / resource.PerGPU
+	m.utilization = tot.Used(policy.Cluster) / capacity
+	tot.EachUsedTenant(func(t string, g float64) { m.tenantUtil[t] = g / capacity })
+	m.pendingGPUs = tot.Pending(policy.Cluster)
+	s.measureLatency(m)
+}
+
+// measureLatency fills the services' TTFT percentiles and the worst.
+func (s *Sim) measureLatency(m *metricValues) {
 	m.latency = [3]float64{}
 	for _, st := range s.services {
 		v := st.ttftSeconds()

@@ -62,6 +62,9 @@ type serviceState struct {
 	replicas [][]*job             // per serving region: pending and running replica jobs
 	running  []int                // per serving region: replicas serving this step
 	next     int                  // replica name counter
+	// erlang memoises the queue's probability of waiting between the
+	// step's two distributions (same occupancy, same input).
+	erlang serving.ErlangTable
 
 	// Last step, for metrics and policies: TTFT as users see it at p50,
 	// p95, p99, the step's requests and the share answered within the SLO.
@@ -175,7 +178,7 @@ func (s *Sim) stepServices() {
 				}
 			}
 			st.running[ri] = running
-			in := serving.StepInput{Rate: rates[ri], Replicas: running, Step: Step, Backlog: st.backlog[ri], MaxWait: 30 * time.Second}
+			in := serving.StepInput{Rate: rates[ri], Replicas: running, Step: Step, Backlog: st.backlog[ri], MaxWait: 30 * time.Second, Erlang: &st.erlang}
 			st.ttftRes[ri] = st.ttftDist.Step(in)
 			st.tpot[ri] = st.stepTPOT(&st.ttftRes[ri], running)
 			st.results[ri] = st.e2eAt(st.tpot[ri]).Step(in)

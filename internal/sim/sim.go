@@ -26,6 +26,7 @@ const Step = time.Minute
 // job is one workload's life in the simulation.
 type job struct {
 	w         *workload.Workload
+	tally     tallied // what it adds to the run's gpuTally
 	seq       int
 	gen       int // generator index, -1 for a service replica
 	svc       int // service index for replicas
@@ -131,6 +132,12 @@ type Sim struct {
 	services []*serviceState
 	pods     []tracePod // trace pods to replay
 	pol      *policyRun
+	// tally keeps the live jobs' GPUs per policy target for the policy
+	// sample (nil without policies).
+	tally *gpuTally
+	// spotJobs are the live jobs with a max price, in submission order
+	// (the ended ones dropped each step).
+	spotJobs []*job
 	// spotSet holds the spot prices policies set (model, region → USD per
 	// GPU-hour), an input of the market; nil while none is in force.
 	spotSet map[spot.Key]float64
@@ -427,6 +434,10 @@ func (s *Sim) submit(j *job) {
 	j.waitFrom = s.now
 	j.w.SubmittedAt = s.now
 	s.jobs = append(s.jobs, j)
+	if j.w.MaxPrice > 0 { // fixed from now on
+		s.spotJobs = append(s.spotJobs, j)
+	}
+	s.tally.track(j)
 	s.byName[j.w.Name] = j
 	if !j.deadline.IsZero() && (s.nextExpire.IsZero() || j.deadline.Before(s.nextExpire)) {
 		s.nextExpire = j.deadline
@@ -455,6 +466,7 @@ func (s *Sim) finish(j *job) {
 		s.release(j)
 	}
 	j.done = true
+	s.tally.track(j)
 	s.metrics.ended++
 	s.dirty = true
 }
@@ -472,6 +484,7 @@ func (s *Sim) release(j *job) {
 	}
 	j.w.Running = nil
 	j.version++
+	s.tally.track(j)
 }
 
 // expire turns pending requests past their patience into capacity failures.
@@ -586,6 +599,7 @@ func (s *Sim) cycle() {
 			s.use(n.Index, p.Milli*int64(len(p.GPUs)))
 		}
 		j.w.Running = a
+		s.tally.track(j)
 		j.placedAt = s.now
 		j.longestWait = max(j.longestWait, s.now.Sub(j.waitFrom))
 		s.metrics.res.Events++
@@ -623,10 +637,11 @@ func (s *Sim) spotPrices() {
 	for _, q := range s.market.Quotes() {
 		s.metrics.spot = append(s.metrics.spot, q.PerGPUHour)
 	}
-	for _, j := range s.jobs {
-		// A job without a max price is never bound (policies do not set
-		// prices of jobs): skip the policy lookup.
-		if j.done || j.w.Running == nil || j.w.MaxPrice <= 0 || !spot.Bound(s.effective(j.w)) {
+	// Only jobs with a max price can be bound (policies do not set prices
+	// of jobs): visit those, in submission order as in s.jobs.
+	s.spotJobs = compact(s.spotJobs)
+	for _, j := range s.spotJobs {
+		if j.w.Running == nil || !spot.Bound(s.effective(j.w)) {
 			continue
 		}
 		a := j.w.Running

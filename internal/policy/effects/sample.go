@@ -35,24 +35,41 @@ const FromWorld = policy.FromWorld
 // for those with nothing running or pending); down are nodes out of
 // service. Observations come in a fixed order.
 func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
-	isDown := map[fleet.NodeID]bool{}
-	for _, id := range down {
-		isDown[id] = true
+	obs, _ := SampleTotals(w, tenants, down)
+	return obs
+}
+
+// Totals are the GPUs of a world's workloads as Sample sums them (in
+// workload order, per target): those running and those pending. A caller
+// that needs these sums too reads them here instead of scanning the
+// workloads again; they are bit for bit what Sample divided.
+type Totals struct{ used, pending byKind }
+
+// Used is the GPUs running on a target (cluster, tenant, flavor, region,
+// pool).
+func (t *Totals) Used(target policy.Target) float64 { return t.used.get(target) }
+
+// Pending is the GPUs pending for a target (cluster, tenant, or a flavor
+// or region a pending workload may use).
+func (t *Totals) Pending(target policy.Target) float64 { return t.pending.get(target) }
+
+// EachUsedTenant calls f for every tenant with a workload running, with
+// its GPUs running, in the order the tenants were first seen.
+func (t *Totals) EachUsedTenant(f func(tenant string, gpus float64)) {
+	for i, name := range t.used.tenant.names {
+		f(name, t.used.tenant.vals[i])
 	}
-	var caps sums // GPUs in service per flavor, region and pool
-	var all float64
-	for _, n := range w.Nodes {
-		if isDown[n.ID] {
-			continue
-		}
-		g := float64(n.GPUs)
-		all += g
-		caps.add(policy.TargetFlavor, string(n.Model), g)
-		caps.add(policy.TargetRegion, n.Region, g)
-		if n.Pool != "" {
-			caps.add(policy.TargetPool, n.Pool, g)
-		}
-	}
+}
+
+// SampleTotals is Sample, also returning the sums it measured.
+func SampleTotals(w World, tenants []string, down []fleet.NodeID) ([]Observation, *Totals) {
+	tot := TallyWorkloads(w)
+	return Observations(w.Nodes, tenants, down, tot), tot
+}
+
+// TallyWorkloads sums the world's workloads' GPUs per target, in workload
+// order, as Sample does.
+func TallyWorkloads(w World) *Totals {
 	pool := map[fleet.NodeID]string{} // nodes in a pool; the rest read ""
 	for _, n := range w.Nodes {
 		if n.Pool != "" {
@@ -61,7 +78,8 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 	}
 	// Each target's sum is added to in workload order, as by a map, but
 	// found by a scan of a few names per kind: no hashing per workload.
-	var used, pending byKind
+	tot := &Totals{}
+	used, pending := &tot.used, &tot.pending
 	for _, x := range w.Workloads {
 		g := float64(x.TotalGPUs()) / resource.PerGPU
 		if x.Running == nil {
@@ -85,6 +103,59 @@ func Sample(w World, tenants []string, down []fleet.NodeID) []Observation {
 			}
 		}
 	}
+	return tot
+}
+
+// SetUsed sets the GPUs running on a target, SetPending those pending for
+// it: for a caller that keeps the sums itself (exactly: the simulator, see
+// its gpuTally) and passes them to Observations. Set each target once.
+func (t *Totals) SetUsed(target policy.Target, gpus float64) { t.used.set(target, gpus) }
+
+// SetPending sets the GPUs pending for a target; see SetUsed.
+func (t *Totals) SetPending(target policy.Target, gpus float64) { t.pending.set(target, gpus) }
+
+// Observations are Sample's observations of a fleet (nodes, less those
+// down) with the workloads' sums tot, in Sample's order.
+func Observations(nodes []Node, tenants []string, down []fleet.NodeID, tot *Totals) []Observation {
+	return FleetCapacity(nodes, down).Observations(tenants, tot)
+}
+
+// Capacity is the GPUs in service of a fleet, whole and per flavor,
+// region and pool: what Observations divides by. A caller whose fleet does
+// not change computes it once.
+type Capacity struct {
+	all  float64
+	caps sums
+}
+
+// FleetCapacity sums the GPUs of the nodes not down, in node order.
+func FleetCapacity(nodes []Node, down []fleet.NodeID) *Capacity {
+	isDown := map[fleet.NodeID]bool{}
+	for _, id := range down {
+		isDown[id] = true
+	}
+	var caps sums // GPUs in service per flavor, region and pool
+	var all float64
+	for _, n := range nodes {
+		if isDown[n.ID] {
+			continue
+		}
+		g := float64(n.GPUs)
+		all += g
+		caps.add(policy.TargetFlavor, string(n.Model), g)
+		caps.add(policy.TargetRegion, n.Region, g)
+		if n.Pool != "" {
+			caps.add(policy.TargetPool, n.Pool, g)
+		}
+	}
+	return &Capacity{all: all, caps: caps}
+}
+
+// Observations are Sample's observations of the fleet's capacity with the
+// workloads' sums tot, in Sample's order.
+func (cp *Capacity) Observations(tenants []string, tot *Totals) []Observation {
+	all, caps := cp.all, &cp.caps
+	used, pending := &tot.used, &tot.pending
 	var out []Observation
 	util := func(t policy.Target, c float64) {
 		if c > 0 {
@@ -140,6 +211,21 @@ func (s *sums) add(kind policy.TargetKind, name string, g float64) {
 type byKind struct {
 	cluster                      float64
 	tenant, flavor, region, pool named
+}
+
+func (b *byKind) set(t policy.Target, g float64) {
+	switch t.Kind {
+	case policy.TargetCluster:
+		b.cluster = g
+	case policy.TargetTenant:
+		b.tenant.add(t.Name, g)
+	case policy.TargetFlavor:
+		b.flavor.add(t.Name, g)
+	case policy.TargetRegion:
+		b.region.add(t.Name, g)
+	case policy.TargetPool:
+		b.pool.add(t.Name, g)
+	}
 }
 
 func (b *byKind) get(t policy.Target) float64 {
