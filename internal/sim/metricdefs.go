@@ -173,7 +173,7 @@ var Metrics = []MetricDef{
 		Covers:     "workloads of kind training that completed",
 		Value:      func(r *StrategyResult) (float64, bool) { return r.TrainingJCTP50H, r.TrainingJobsCompleted > 0 }},
 	{Key: "training_jobs", Label: "named training runs", Headline: true,
-		Definition: "Each named training run (a training generator with a fixed count, such as the flagship): finished with completion_h, or progress (share of its runtime done; lost work is not progress), preemptions, lost_to_preemption_gpu_hours, longest_wait_h, and preempted_by: its first preemptions (when, by which claimant of which class, why), so that the table says why a run did not finish.",
+		Definition: "Each named training run (a training generator with a fixed count, such as the flagship): finished with completion_h, or progress (share of its runtime done; lost work is not progress), preemptions, lost_to_preemption_gpu_hours, longest_wait_h, and preempted_by: its first preemptions (hour, by: the claimant, class: its class, reason), so that the table says why a run did not finish.",
 		Covers:     "training generators with a count",
 		Value:      func(r *StrategyResult) (float64, bool) { return float64(len(r.TrainingJobs)), len(r.TrainingJobs) > 0 },
 		Format:     func(r *StrategyResult, _ float64) string { return namedRuns(r) }},

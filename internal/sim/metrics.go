@@ -99,10 +99,20 @@ type TrainingJob struct {
 	// PreemptedBy says, for its first preemptions, when, by whom (the
 	// claimant and its class) and why: what a reader needs to see which
 	// rule of the strategy let it be taken.
-	PreemptedBy []string `json:"preempted_by,omitempty"`
+	PreemptedBy []Preempted `json:"preempted_by,omitempty"`
 	// LongestWaitH is its longest time pending (after submission or a
 	// preemption) before it ran again, or to the end if it never did.
 	LongestWaitH float64 `json:"longest_wait_h"`
+}
+
+// Preempted is one preemption of a named run: when (hours from the
+// scenario's start), by which claimant of which class (empty: a failed
+// node or a policy), and the core's reason.
+type Preempted struct {
+	Hour   float64 `json:"hour"`
+	By     string  `json:"by,omitempty"`
+	Class  string  `json:"class,omitempty"`
+	Reason string  `json:"reason"`
 }
 
 // maxPreemptedBy bounds TrainingJob.PreemptedBy.
@@ -115,7 +125,12 @@ func (t TrainingJob) String() string {
 		s = fmt.Sprintf("%s: did not finish, %.0f%% done", t.Name, 100*t.Progress)
 	}
 	if len(t.PreemptedBy) > 0 {
-		s += "; preempted at " + t.PreemptedBy[0]
+		p := t.PreemptedBy[0]
+		by := "a failed node or a policy"
+		if p.Class != "" {
+			by = "class " + p.Class
+		}
+		s += fmt.Sprintf("; first preempted at hour %.0f by %s", p.Hour, by)
 	}
 	return s
 }
@@ -264,14 +279,11 @@ func (r *recorder) preempted(j *job, p sched.Preemption, lost time.Duration) {
 	r.res.Preemptions++
 	j.preempts++
 	if j.named && len(j.preemptedBy) < maxPreemptedBy {
-		by := "a failed node or a policy"
-		if p.By != "" {
-			by = string(p.By)
-			if c := r.s.byName[p.By]; c != nil {
-				by += " (class " + c.class + ")"
-			}
+		e := Preempted{Hour: roundTo(r.s.now.Sub(r.s.sc.Start).Hours(), 2), By: string(p.By), Reason: p.Reason}
+		if c := r.s.byName[p.By]; c != nil {
+			e.Class = c.class
 		}
-		j.preemptedBy = append(j.preemptedBy, fmt.Sprintf("hour %.0f by %s: %s", r.s.now.Sub(r.s.sc.Start).Hours(), by, p.Reason))
+		j.preemptedBy = append(j.preemptedBy, e)
 	}
 	j.lostGPUH += lost.Hours() * float64(j.gpus()) / resource.PerGPU
 	if j.customerRequest() {

@@ -64,7 +64,7 @@ type job struct {
 	longestWait time.Duration
 	lostGPUH    float64
 	preempts    int
-	preemptedBy []string // a named run's first preemptions, in words
+	preemptedBy []Preempted // a named run's first preemptions
 	completedAt time.Time
 }
 

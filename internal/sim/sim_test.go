@@ -109,8 +109,8 @@ func TestNamedTrainingRuns(t *testing.T) {
 				t.Errorf("%s: never preempted and never waiting, yet only %.1f h done of 71", name, done)
 			}
 		}
-		if tj.Preemptions > 0 && (len(tj.PreemptedBy) == 0 || !strings.HasPrefix(tj.PreemptedBy[0], "hour ") || !strings.Contains(tj.String(), "preempted at hour")) {
-			t.Errorf("%s: preempted %d times, but preempted_by %q and %q do not say when and by whom", name, tj.Preemptions, tj.PreemptedBy, tj.String())
+		if tj.Preemptions > 0 && (len(tj.PreemptedBy) == 0 || tj.PreemptedBy[0].Hour <= 0 || tj.PreemptedBy[0].Reason == "" || !strings.Contains(tj.String(), "preempted at hour")) {
+			t.Errorf("%s: preempted %d times, but preempted_by %+v and %q do not say when and by whom", name, tj.Preemptions, tj.PreemptedBy, tj.String())
 		}
 		if tj.Preemptions > 0 && tj.LongestWaitH <= 0 {
 			t.Errorf("%s: preempted %d times with no wait", name, tj.Preemptions)
