@@ -119,7 +119,7 @@ func parseSeed(part, s string) (uint64, error) {
 type SeedMetric struct {
 	Key    string
 	Label  string
-	Unit   string // "share" (0..1, shown as %), "s", "ms", "h", "GPU-h", "USD" or "" (a count)
+	Unit   string // as MetricDef.Unit: "%" (a share 0..1), "s", "ms", "h", "GPU-h", "USD", "count"
 	Better int
 	Value  func(*StrategyResult) (float64, bool)
 }
@@ -135,19 +135,12 @@ func seedMetrics() []SeedMetric {
 		if d.Value == nil {
 			continue
 		}
-		unit := d.Unit
-		switch unit {
-		case "%":
-			unit = "share"
-		case "count":
-			unit = ""
-		}
 		// The table's latency rows show p50/p95/p99 of every service; over
 		// seeds the number compared is the first service's p99.
 		label := strings.Replace(d.Label, " p50/p95/p99", " p99", 1)
-		out = append(out, SeedMetric{Key: d.Key, Label: label, Unit: unit, Better: d.Better, Value: d.Value})
+		out = append(out, SeedMetric{Key: d.Key, Label: label, Unit: d.Unit, Better: d.Better, Value: d.Value})
 	}
-	return append(out, SeedMetric{"named_training_runs_progress", "named training runs: progress", "share", +1, namedProgress})
+	return append(out, SeedMetric{"named_training_runs_progress", "named training runs: progress", "%", +1, namedProgress})
 }
 
 // namedProgress is the mean progress of the named training runs (1: all
@@ -436,31 +429,23 @@ func FormatStat(m SeedMetric, st Stat) string {
 	return f(st.Mean) + " ± " + f(st.CI95)
 }
 
+// formatUnit is byUnit (the metric table's formatting), but a duration
+// small enough to be a confidence interval keeps its seconds and a count
+// its decimal (a mean of counts).
 func formatUnit(x float64, unit string) string {
-	switch unit {
-	case "share":
-		return fmt.Sprintf("%.2f%%", 100*x)
-	case "s":
-		if x >= 3600 {
-			return fmt.Sprintf("%.1f h", x/3600)
-		}
+	switch {
+	case unit == "s" && x < 3600:
 		if x >= 60 {
 			return fmt.Sprintf("%.1f min", x/60)
 		}
 		return fmt.Sprintf("%.0f s", x)
-	case "ms":
-		return fmt.Sprintf("%.0f ms", x)
-	case "h":
-		return fmt.Sprintf("%.2f h", x)
-	case "GPU-h":
-		return fmt.Sprintf("%.0f GPU-h", x)
-	case "USD":
-		return fmt.Sprintf("$%.0f", x)
+	case unit == "count" || unit == "":
+		if x == math.Trunc(x) {
+			return strconv.FormatFloat(x, 'f', 0, 64)
+		}
+		return strconv.FormatFloat(x, 'f', 1, 64)
 	}
-	if x == math.Trunc(x) {
-		return strconv.FormatFloat(x, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(x, 'f', 1, 64)
+	return byUnit(unit, x)
 }
 
 // SeedRow is one line of the seeds comparison table.
