@@ -122,19 +122,27 @@ type condJob struct {
 // conditionAll writes the conditions that changed, Workers at a time.
 func (a *Applier) conditionAll(ctx context.Context, jobs []condJob, res *Result) {
 	var mu sync.Mutex
+	inParallel(a.workers(), jobs, func(j condJob) {
+		var r Result
+		a.condition(ctx, j.pod, j.code, j.msg, &r)
+		mu.Lock()
+		res.Conditions += r.Conditions
+		res.Errors = append(res.Errors, r.Errors...)
+		mu.Unlock()
+	})
+}
+
+// inParallel calls f on every job, at most workers at a time, and returns
+// when all are done.
+func inParallel[J any](workers int, jobs []J, f func(J)) {
 	var wg sync.WaitGroup
-	next := make(chan condJob)
-	for w := 0; w < min(a.workers(), len(jobs)); w++ {
+	next := make(chan J)
+	for w := 0; w < min(workers, len(jobs)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range next {
-				var r Result
-				a.condition(ctx, j.pod, j.code, j.msg, &r)
-				mu.Lock()
-				res.Conditions += r.Conditions
-				res.Errors = append(res.Errors, r.Errors...)
-				mu.Unlock()
+				f(j)
 			}
 		}()
 	}
@@ -174,29 +182,16 @@ func (a *Applier) bindJobs(g *Group, pls []sched.Placement, out []bindJob) []bin
 // second).
 func (a *Applier) bindAll(ctx context.Context, jobs []bindJob, res *Result) {
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	next := make(chan bindJob)
-	for w := 0; w < min(a.workers(), len(jobs)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				err := a.bind(ctx, j.pod, j.pl)
-				mu.Lock()
-				if err != nil {
-					res.Errors = append(res.Errors, err)
-				} else {
-					res.Bound++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, j := range jobs {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
+	inParallel(a.workers(), jobs, func(j bindJob) {
+		err := a.bind(ctx, j.pod, j.pl)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			res.Errors = append(res.Errors, err)
+		} else {
+			res.Bound++
+		}
+	})
 }
 
 // bind binds one pod through pods/binding, with the GPU indices chosen in
