@@ -171,6 +171,10 @@ func scheduledCondition(p *corev1.Pod) *corev1.PodCondition {
 }
 
 func (cl *cluster) events(ns string) []corev1.Event {
+	cl.t.Helper()
+	// Events are recorded in the background: wait until every Event posted
+	// so far reached the API server.
+	within(cl.t, "events recorded", func() bool { return cl.ctl.applier.Events.Pending() == 0 })
 	l, err := cl.client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		cl.t.Fatal(err)

@@ -27,6 +27,7 @@ type EventSink struct {
 	log     *slog.Logger
 	queue   chan *corev1.Event
 	dropped atomic.Int64
+	pending atomic.Int64 // queued or being sent
 	wg      sync.WaitGroup
 }
 
@@ -42,6 +43,7 @@ func NewEventSink(ctx context.Context, client kubernetes.Interface, log *slog.Lo
 				select {
 				case ev := <-s.queue:
 					s.send(ctx, ev)
+					s.pending.Add(-1)
 				case <-ctx.Done():
 					return
 				}
@@ -53,9 +55,11 @@ func NewEventSink(ctx context.Context, client kubernetes.Interface, log *slog.Lo
 
 // Post queues an Event, or drops it when the queue is full.
 func (s *EventSink) Post(ev *corev1.Event) {
+	s.pending.Add(1)
 	select {
 	case s.queue <- ev:
 	default:
+		s.pending.Add(-1)
 		if s.dropped.Add(1)%1000 == 1 && s.log != nil {
 			s.log.Warn("events dropped: the API server is not keeping up", "dropped", s.dropped.Load())
 		}
@@ -64,6 +68,10 @@ func (s *EventSink) Post(ev *corev1.Event) {
 
 // Dropped counts the Events dropped so far.
 func (s *EventSink) Dropped() int64 { return s.dropped.Load() }
+
+// Pending counts the Events queued or being sent: zero once every Event
+// posted so far was recorded or dropped.
+func (s *EventSink) Pending() int64 { return s.pending.Load() }
 
 // Wait waits for the workers to stop (after ctx ended).
 func (s *EventSink) Wait() { s.wg.Wait() }
