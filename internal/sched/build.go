@@ -26,6 +26,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		tree:     in.Tenants,
 		free:     map[tenancy.Key]resource.MilliGPU{},
 		refCache: make([][]refEntry, len(in.Tenants.Tenants)),
+		buf:      scratchFor(in),
 	}
 	var conflicts []string
 	s.instantiate(in.Cache.skeleton(in))
@@ -44,10 +45,10 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			nrep += len(w.Running.Replicas)
 		}
 	}
-	s.run = make([]runState, 0, nrun)
-	s.replicas = make([][]replicaAt, 0, nrun)
-	repBuf := make([]replicaAt, 0, nrep)
-	nodeBuf := make([]int, 0, nrep)
+	s.run = sized(s.buf.run, nrun)[:0]
+	s.replicas = sized(s.buf.replicas, nrun)[:0]
+	repBuf := sized(s.buf.repBuf, nrep)[:0]
+	nodeBuf := sized(s.buf.nodeBuf, nrep)[:0]
 	lastTenant, lastT := "", -1
 	for _, w := range in.Workloads {
 		if w.Running == nil {
@@ -65,7 +66,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
 			continue
 		}
-		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, workLost: -1}
+		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, entry: -1, workLost: -1}
 		ok = true
 		repStart := len(repBuf)
 		for ri, r := range w.Running.Replicas {
@@ -103,7 +104,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			continue
 		}
 		if !w.Running.OnReservation {
-			rs.entries = s.entriesFor(t, rs.key)
+			rs.entries, rs.entry = s.refsFor(t, rs.key)
 			s.charge(rs.entries, w.TotalGPUs())
 		}
 		nodeStart := len(nodeBuf)
@@ -116,6 +117,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		s.run = append(s.run, rs)
 		s.replicas = append(s.replicas, reps)
 	}
+	s.buf.run, s.buf.replicas, s.buf.repBuf, s.buf.nodeBuf = s.run, s.replicas, repBuf, nodeBuf
 	s.indexRunning(len(nodeBuf))
 	// Index the pools now that running work holds its GPUs.
 	for _, p := range s.pools {
@@ -161,13 +163,16 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 // n entries (the runs' node lists together) instead of a slice grown per
 // node.
 func (s *snapshot) indexRunning(n int) {
-	count := make([]int, len(s.nodes))
+	count := sized(s.buf.count, len(s.nodes))
+	clear(count)
+	s.buf.count = count
 	for i := range s.run {
 		for _, ni := range s.run[i].nodes {
 			count[ni]++
 		}
 	}
-	buf := make([]int, n)
+	buf := sized(s.buf.running, n)
+	s.buf.running = buf
 	off := 0
 	for ni, c := range count {
 		if c > 0 {
@@ -210,22 +215,22 @@ func (s *snapshot) classifyBorrowers() {
 	guaranteed := make([]resource.MilliGPU, ng)
 	total := make([]resource.MilliGPU, ng)
 	count := make([]int, ng+1)
-	group := make([]int, len(s.run))
-	var memo entryMemo
+	group := sized(s.buf.group, len(s.run))
+	s.buf.group = group
 	for i := range s.run {
 		r := &s.run[i]
 		group[i] = -1
 		if r.w.Running.OnReservation {
 			continue
 		}
-		q, idx, ok := memo.entry(s.tree, r.tenant, r.key)
-		if !ok {
+		idx := r.entry // tree.Entry(r.tenant, r.key), found when the run was built
+		if idx < 0 {
 			r.borrows = true
 			continue
 		}
 		g := base[r.tenant] + idx
 		group[i] = g
-		guaranteed[g] = q.Guaranteed
+		guaranteed[g] = tenants[r.tenant].Quotas[idx].Guaranteed
 		total[g] = total[g].Add(r.w.TotalGPUs())
 		count[g+1]++
 	}
@@ -283,27 +288,6 @@ func (s *snapshot) classifyBorrowers() {
 			s.run[i].borrows = cum > guaranteed[g]
 		}
 	}
-}
-
-// entryMemo remembers the last quota entry looked up: running work of one
-// tenant on one flavor and region often comes in runs.
-type entryMemo struct {
-	set    bool
-	tenant int
-	key    tenancy.Key
-	q      tenancy.Quota
-	idx    int
-	ok     bool
-}
-
-// entry is tree.Entry(t, k.Model, k.Region), from the memo when the last
-// lookup was the same.
-func (m *entryMemo) entry(tree *tenancy.Tree, t int, k tenancy.Key) (tenancy.Quota, int, bool) {
-	if !m.set || m.tenant != t || m.key != k {
-		m.q, m.idx, m.ok = tree.Entry(t, k.Model, k.Region)
-		m.set, m.tenant, m.key = true, t, k
-	}
-	return m.q, m.idx, m.ok
 }
 
 // Check reports inconsistencies in an input's running workloads: unknown

@@ -569,10 +569,23 @@ func propTerse(in Input, p Plan) error {
 	return nil
 }
 
-// propCache: a Cache, cold or warm, never changes the plan.
+// propCache: a Cache, cold or warm, never changes the plan, also warmed
+// by a different world first (its skeleton and reused buffers sized for
+// more or fewer workloads, nodes and tenants than this one's).
 func propCache(in Input, p Plan) error {
 	want, _ := json.Marshal(p)
 	in.Cache = &Cache{}
+	for i := 0; i < 2; i++ {
+		got, _ := json.Marshal(Schedule(in))
+		if !bytes.Equal(want, got) {
+			return fmt.Errorf("plan with cache (pass %d) differs", i)
+		}
+	}
+	other := in
+	other.Workloads = append(slices.Clone(in.Workloads[len(in.Workloads)/2:]), in.Workloads...)
+	Schedule(other)
+	other.Workloads = in.Workloads[:len(in.Workloads)/3]
+	Schedule(other)
 	for i := 0; i < 2; i++ {
 		got, _ := json.Marshal(Schedule(in))
 		if !bytes.Equal(want, got) {

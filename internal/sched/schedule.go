@@ -219,22 +219,13 @@ func (s *snapshot) evict(i int) {
 // then the tenant's priority, then the tenant's usage relative to its
 // guarantee and weight (least served first), then submission time, then name.
 func (s *snapshot) order() []*workload.Workload {
-	// The keys are computed once per workload, so that the sort compares
-	// numbers (a queue of tens of thousands is sorted every cycle).
-	type item struct {
-		w     *workload.Workload
-		prio  workload.Priority
-		tprio int
-		share float64
-		at    int64 // SubmittedAt in Unix nanoseconds
-	}
-	items := make([]item, 0, len(s.in.Workloads))
+	items := s.buf.items[:0]
 	nanos := true // every SubmittedAt is exact in int64 nanoseconds
 	for _, w := range s.in.Workloads {
 		if w.Running != nil {
 			continue
 		}
-		it := item{w: w, prio: w.Priority, at: w.SubmittedAt.UnixNano()}
+		it := orderItem{w: w, prio: w.Priority, at: w.SubmittedAt.UnixNano()}
 		if !w.SubmittedAt.Equal(time.Unix(0, it.at)) {
 			nanos = false
 		}
@@ -247,7 +238,8 @@ func (s *snapshot) order() []*workload.Workload {
 		}
 		items = append(items, it)
 	}
-	slices.SortFunc(items, func(a, b item) int {
+	s.buf.items = items
+	slices.SortFunc(items, func(a, b orderItem) int {
 		if a.prio != b.prio {
 			return int(b.prio - a.prio)
 		}
@@ -269,11 +261,23 @@ func (s *snapshot) order() []*workload.Workload {
 		}
 		return cmp.Compare(a.w.Tenant, b.w.Tenant)
 	})
-	out := make([]*workload.Workload, len(items))
+	out := sized(s.buf.pending, len(items))
+	s.buf.pending = out
 	for i, it := range items {
 		out[i] = it.w
 	}
 	return out
+}
+
+// orderItem is a pending workload with its sort keys, computed once per
+// workload so that the sort compares numbers (a queue of tens of
+// thousands is sorted every cycle).
+type orderItem struct {
+	w     *workload.Workload
+	prio  workload.Priority
+	tprio int
+	share float64
+	at    int64 // SubmittedAt in Unix nanoseconds
 }
 
 // claim is one pending workload being decided at one candidate.

@@ -6,6 +6,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // Cache keeps what a snapshot derives from the fleet, partitions,
@@ -17,6 +18,43 @@ import (
 type Cache struct {
 	key  cacheKey
 	skel *skeleton
+	buf  scratch
+}
+
+// scratch holds the buffers of the cache's last snapshot for the next one
+// to reuse: a cycle's snapshots are built one after another, and each is
+// dead once the next is built, so none of their memory is shared. Every
+// buffer is overwritten (or cleared) before it is read.
+type scratch struct {
+	nodes    []nodeState
+	backing  []int32
+	run      []runState
+	replicas [][]replicaAt
+	repBuf   []replicaAt
+	nodeBuf  []int
+	count    []int // indexRunning
+	running  []int // indexRunning
+	group    []int // classifyBorrowers
+	items    []orderItem
+	pending  []*workload.Workload
+}
+
+// scratchFor returns the buffers a snapshot of in may reuse: the cache's,
+// or empty ones without a cache.
+func scratchFor(in *Input) *scratch {
+	if in.Cache == nil {
+		return &scratch{}
+	}
+	return &in.Cache.buf
+}
+
+// sized returns b with length n, reusing its array when it is big enough.
+// The elements are not cleared.
+func sized[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
 }
 
 type cacheKey struct {
@@ -93,8 +131,9 @@ func (c *Cache) skeleton(in *Input) *skeleton {
 
 // instantiate copies a skeleton into the snapshot's own mutable state.
 func (s *snapshot) instantiate(sk *skeleton) {
-	s.nodes = slices.Clone(sk.nodes)
-	backing := slices.Clone(sk.backing)
+	s.nodes = append(s.buf.nodes[:0], sk.nodes...)
+	backing := append(s.buf.backing[:0], sk.backing...)
+	s.buf.nodes, s.buf.backing = s.nodes, backing
 	for i := range s.nodes {
 		n := s.nodes[i].node.GPUs
 		off := sk.offsets[i]

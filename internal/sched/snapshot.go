@@ -105,6 +105,7 @@ type runState struct {
 	tenant   int
 	key      tenancy.Key   // model and region it runs in
 	entries  []tenancy.Ref // quota entries it counts against
+	entry    int           // its tenant's quota entry (tenancy.Tree.Entry), -1: none or on a reservation
 	borrows  bool          // beyond its tenant's guarantee (reclaimable)
 	evicted  bool
 	workLost float64 // -1 until computed; use snapshot.lost
@@ -114,6 +115,7 @@ type runState struct {
 // snapshot is the mutable copy of the world one cycle works on.
 type snapshot struct {
 	in      *Input
+	buf     *scratch // reused buffers (see scratch)
 	nodes   []nodeState
 	pools   []*pool
 	poolIdx map[poolKey]int
@@ -183,21 +185,33 @@ type snapshot struct {
 }
 
 type refEntry struct {
-	key  tenancy.Key
-	refs []tenancy.Ref
+	key   tenancy.Key
+	refs  []tenancy.Ref
+	entry int // tenancy.Tree.Entry's index for key, -1 when none
 }
 
 // entriesFor returns the quota entries charged when tenant t uses k
 // (tenancy.Tree.Charged, cached per tenant).
 func (s *snapshot) entriesFor(t int, k tenancy.Key) []tenancy.Ref {
+	refs, _ := s.refsFor(t, k)
+	return refs
+}
+
+// refsFor is entriesFor with the tenant's own quota entry for k
+// (tenancy.Tree.Entry's index, -1 when none), from the same cache.
+func (s *snapshot) refsFor(t int, k tenancy.Key) ([]tenancy.Ref, int) {
 	for _, c := range s.refCache[t] {
 		if c.key == k {
-			return c.refs
+			return c.refs, c.entry
 		}
 	}
 	out := s.tree.Charged(t, k)
-	s.refCache[t] = append(s.refCache[t], refEntry{k, out})
-	return out
+	_, idx, ok := s.tree.Entry(t, k.Model, k.Region)
+	if !ok {
+		idx = -1
+	}
+	s.refCache[t] = append(s.refCache[t], refEntry{k, out, idx})
+	return out, idx
 }
 
 func (s *snapshot) charge(refs []tenancy.Ref, amt resource.MilliGPU) { s.usage.Add(refs, amt) }

@@ -158,12 +158,24 @@ func (d *ServiceDist) indexAt(p float64) int {
 }
 
 // tail returns P(L > x).
-func (d *ServiceDist) tail(x float64) float64 {
-	k := d.upTo(x)
+func (d *ServiceDist) tail(x float64) float64 { return d.tailAt(d.upTo(x)) }
+
+// tailAt is tail(x) given k = upTo(x).
+func (d *ServiceDist) tailAt(k int) float64 {
 	if k < 0 {
 		return 1
 	}
 	return 1 - d.cw[k]
+}
+
+// advance returns upTo(x) given k = upTo(x') for some x' ≤ x (or -1): the
+// same index upTo's binary search finds, found by walking forward, so that
+// evaluations at increasing x cost O(points) together.
+func (d *ServiceDist) advance(k int, x float64) int {
+	for k+1 < d.n && d.lat[k+1] <= x {
+		k++
+	}
+	return k
 }
 
 // upTo returns the index of the last point ≤ x, or -1.
@@ -184,8 +196,12 @@ func (d *ServiceDist) meanMin(x float64) float64 {
 	if x < 0 {
 		return x
 	}
-	k := d.upTo(x)
-	if k < 0 {
+	return d.meanMinAt(x, d.upTo(x))
+}
+
+// meanMinAt is meanMin(x) given k = upTo(x).
+func (d *ServiceDist) meanMinAt(x float64, k int) float64 {
+	if x < 0 || k < 0 {
 		return x
 	}
 	return d.cwl[k] + x*(1-d.cw[k])

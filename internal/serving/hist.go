@@ -23,6 +23,8 @@ import (
 type Hist struct {
 	min, max float64 // seconds
 	logR     float64 // ln(ratio)
+	edges    []float64 // edges[k] = edge(k), k ≤ len(w)
+	walks    []walk    // AddMix's scratch
 	w        []float64
 	over     float64 // weight beyond max (or never served)
 	total    float64
@@ -37,11 +39,20 @@ func NewHist(lo, hi time.Duration, ratio float64) (*Hist, error) {
 	h := &Hist{min: lo.Seconds(), max: hi.Seconds(), logR: math.Log(ratio)}
 	n := int(math.Ceil(math.Log(h.max/h.min) / h.logR))
 	h.w = make([]float64, n)
+	h.edges = make([]float64, n+1)
+	for k := range h.edges {
+		h.edges[k] = h.min * math.Exp(float64(k)*h.logR)
+	}
 	return h, nil
 }
 
 // edge is the lower edge of bin k (edge(len) ≥ max).
-func (h *Hist) edge(k int) float64 { return h.min * math.Exp(float64(k)*h.logR) }
+func (h *Hist) edge(k int) float64 {
+	if k >= 0 && k < len(h.edges) {
+		return h.edges[k]
+	}
+	return h.min * math.Exp(float64(k)*h.logR)
+}
 
 // bin is the bin of a latency of x seconds: -1 below min, len(w) at or
 // beyond max.
@@ -96,6 +107,22 @@ func mixTail(parts []Part, t float64) float64 {
 	return g / w
 }
 
+// mixTailWalk is mixTail(parts, t) for t no smaller than at the previous
+// call with the same walks (one per part, from newWalk).
+func mixTailWalk(parts []Part, t float64, walks []walk) float64 {
+	var g, w float64
+	for i, p := range parts {
+		if p.Weight > 0 && !p.Resp.never {
+			g += p.Weight * p.Resp.exceedWalk(t-p.Shift.Seconds(), &walks[i])
+			w += p.Weight
+		}
+	}
+	if w == 0 {
+		return 0
+	}
+	return g / w
+}
+
 // tailEps is where AddMix stops walking the bins: the mass left beyond is
 // put in the next bin.
 const tailEps = 1e-9
@@ -128,8 +155,13 @@ func (h *Hist) AddMix(parts []Part) {
 		return
 	}
 	prev := 1.0 // P(R > edge(k)); the mass below edge(k) (none) goes in bin k
+	walks := h.walks[:0]
+	for range parts {
+		walks = append(walks, newWalk)
+	}
+	h.walks = walks
 	for ; k < len(h.w); k++ {
-		g := mixTail(parts, h.edge(k+1))
+		g := mixTailWalk(parts, h.edge(k+1), walks)
 		h.w[k] += w * (prev - g)
 		prev = g
 		if g < tailEps {

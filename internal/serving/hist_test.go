@@ -3,6 +3,7 @@ package serving
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -167,5 +168,125 @@ func TestProfileDistAtTPOT(t *testing.T) {
 	}
 	if _, err := ProfileDistAtTPOT(p, sizes, 0); err == nil {
 		t.Error("zero TPOT accepted")
+	}
+}
+
+// addMixScan is AddMix as it was before the walks: each edge's tail by
+// binary searches and each edge by math.Exp.
+func (h *Hist) addMixScan(parts []Part) {
+	var w, lo float64
+	lo = math.Inf(1)
+	for _, p := range parts {
+		if !(p.Weight > 0) {
+			continue
+		}
+		if p.Resp.never {
+			h.AddNever(p.Weight)
+			continue
+		}
+		w += p.Weight
+		lo = min(lo, p.Shift.Seconds()+p.Resp.d.lat[0])
+	}
+	if w == 0 {
+		return
+	}
+	h.total += w
+	k := max(0, h.bin(lo))
+	if k >= len(h.w) {
+		h.over += w
+		return
+	}
+	prev := 1.0
+	for ; k < len(h.w); k++ {
+		g := mixTail(parts, h.min*math.Exp(float64(k+1)*h.logR))
+		h.w[k] += w * (prev - g)
+		prev = g
+		if g < tailEps {
+			if k+1 < len(h.w) {
+				h.w[k+1] += w * g
+			} else {
+				h.over += w * g
+			}
+			return
+		}
+	}
+	h.over += w * prev
+}
+
+// AddMix's walks find the indices the binary searches found and its
+// cached edges are the edges: on random steps (stationary, backlogged,
+// truncated, rejecting), random shifts and weights, and point masses
+// with ties, the bins are equal bit for bit to the former scan's.
+func TestAddMixSameAsScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	dists := []*ServiceDist{histExpDist(t, 3000, 80*time.Millisecond), histExpDist(t, 50, 2*time.Second)}
+	ties := make([]Job, 40)
+	for i := range ties {
+		x := time.Duration(1+i%4) * 25 * time.Millisecond // many equal points
+		ties[i] = Job{Occupancy: x, Latency: x}
+	}
+	d, err := NewServiceDist(ties)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dists = append(dists, d)
+	for trial := 0; trial < 400; trial++ {
+		d := dists[trial%len(dists)]
+		var parts []Part
+		for range 1 + rng.IntN(4) {
+			in := StepInput{Rate: Rate(rng.Float64() * 200), Replicas: 1 + rng.IntN(20), Step: time.Minute}
+			if rng.IntN(2) == 0 {
+				in.Backlog = rng.Float64() * 500
+			}
+			if rng.IntN(2) == 0 {
+				in.MaxWait = time.Duration(rng.IntN(60)+1) * time.Second
+			}
+			r := d.Step(in)
+			parts = append(parts, Part{Weight: rng.Float64() * 10, Shift: time.Duration(rng.IntN(200)) * time.Millisecond, Resp: &r.Response})
+		}
+		if rng.IntN(4) == 0 {
+			parts = append(parts, NeverPart(rng.Float64()))
+		}
+		a, _ := NewHist(time.Millisecond, time.Minute, 1.02)
+		b, _ := NewHist(time.Millisecond, time.Minute, 1.02)
+		for range 3 {
+			a.AddMix(parts)
+			b.addMixScan(parts)
+		}
+		if a.total != b.total || a.over != b.over {
+			t.Fatalf("trial %d: total/over %v/%v, scan %v/%v", trial, a.total, a.over, b.total, b.over)
+		}
+		for k := range a.w {
+			if a.w[k] != b.w[k] {
+				t.Fatalf("trial %d: bin %d is %v, scan %v", trial, k, a.w[k], b.w[k])
+			}
+		}
+	}
+}
+
+// advance finds upTo's index from any earlier index, also at the points
+// themselves and among equal points.
+func TestAdvanceSameAsUpTo(t *testing.T) {
+	ties := make([]Job, 60)
+	for i := range ties {
+		x := time.Duration(1+i%5) * 10 * time.Millisecond
+		ties[i] = Job{Occupancy: x, Latency: x}
+	}
+	d, err := NewServiceDist(ties)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xs []float64
+	for k := 0; k < d.n; k++ {
+		xs = append(xs, d.lat[k], d.lat[k]-1e-12, d.lat[k]+1e-12)
+	}
+	xs = append(xs, -1, 0, 1e9)
+	slices.Sort(xs)
+	k := -1
+	for _, x := range xs {
+		k = d.advance(k, x)
+		if want := d.upTo(x); k != want {
+			t.Fatalf("advance to %v: %d, upTo %d", x, k, want)
+		}
 	}
 }

@@ -294,7 +294,17 @@ func (r *Response) fillTail() {
 // statExceed is P(R > t) in the stationary phase.
 func (r *Response) statExceed(t float64) float64 {
 	d := r.d
-	k := d.upTo(t)
+	k, j := d.upTo(t), -1
+	if r.c != 0 && r.maxW != 0 && k >= 0 {
+		j = d.upTo(t - r.maxW)
+	}
+	return r.statExceedAt(t, k, j)
+}
+
+// statExceedAt is statExceed(t) given k = upTo(t) and, when the wait is
+// truncated (c, maxW ≠ 0, k ≥ 0), j = upTo(t − maxW).
+func (r *Response) statExceedAt(t float64, k, j int) float64 {
+	d := r.d
 	if k < 0 {
 		return 1
 	}
@@ -309,7 +319,7 @@ func (r *Response) statExceed(t float64) float64 {
 	// Truncated wait: P(W > x) = (C·e^{−θx} − D)/(1 − D) for x < maxW, 0
 	// beyond; points with lat ≤ t − maxW no longer count.
 	var cwj float64
-	if j := d.upTo(t - r.maxW); j >= 0 {
+	if j >= 0 {
 		expo -= r.s[j] * math.Exp(-r.theta*(t-d.lat[j]))
 		cwj = d.cw[j]
 	}
@@ -370,6 +380,47 @@ func (r *Response) exceed(t float64) float64 {
 			g += f.w * r.d.tail(t-f.a)
 		} else {
 			g += f.w * (r.d.meanMin(t-f.a) - r.d.meanMin(t-f.b)) / (f.b - f.a)
+		}
+	}
+	return g
+}
+
+// walk holds, for one Response, the latency-point indices exceed's binary
+// searches would find at the last t it was evaluated at (see
+// ServiceDist.advance); a new walk starts at newWalk.
+type walk struct {
+	k, j   int    // upTo(t), upTo(t − maxW)
+	fa, fb [2]int // upTo(t − a), upTo(t − b) of each fluid phase
+}
+
+var newWalk = walk{k: -1, j: -1, fa: [2]int{-1, -1}, fb: [2]int{-1, -1}}
+
+// exceedWalk is exceed(t) for t no smaller than at w's previous call: the
+// same terms in the same order, with the indices found by walking forward.
+func (r *Response) exceedWalk(t float64, w *walk) float64 {
+	if r.never {
+		return 1
+	}
+	d := r.d
+	var g float64
+	if r.ws > 0 {
+		w.k = d.advance(w.k, t)
+		j := -1
+		if r.c != 0 && r.maxW != 0 && w.k >= 0 {
+			w.j = d.advance(w.j, t-r.maxW)
+			j = w.j
+		}
+		g = r.ws * r.statExceedAt(t, w.k, j)
+	}
+	for i := 0; i < r.nf; i++ {
+		f := &r.f[i]
+		if math.Abs(f.b-f.a) < 1e-9 {
+			w.fa[i] = d.advance(w.fa[i], t-f.a)
+			g += f.w * d.tailAt(w.fa[i])
+		} else {
+			x, y := t-f.a, t-f.b
+			w.fa[i], w.fb[i] = d.advance(w.fa[i], x), d.advance(w.fb[i], y)
+			g += f.w * (d.meanMinAt(x, w.fa[i]) - d.meanMinAt(y, w.fb[i])) / (f.b - f.a)
 		}
 	}
 	return g
