@@ -21,8 +21,8 @@ import (
 // A Hist is a small value with no goroutines; it is not safe for
 // concurrent use.
 type Hist struct {
-	min, max float64 // seconds
-	logR     float64 // ln(ratio)
+	min, max float64   // seconds
+	logR     float64   // ln(ratio)
 	edges    []float64 // edges[k] = edge(k), k ≤ len(w)
 	walks    []walk    // AddMix's scratch
 	w        []float64
