@@ -12,6 +12,8 @@ import (
 	"github.com/arbiterhq/arbiter/examples"
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/resource"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestParseKnobsErrors(t *testing.T) {
@@ -309,5 +311,46 @@ func TestDefaultEvalSeeds(t *testing.T) {
 	}
 	if errors.Is(ErrNoFeasible, ErrSeeds) {
 		t.Error("sentinels alike")
+	}
+}
+
+// TestTunedFileKeepsBlockScalars: a tuned strategy is written back through
+// the YAML tree; a folded or literal description keeps its text (the
+// writer may wrap it differently, which moves later lines of the new
+// file, not any value).
+func TestTunedFileKeepsBlockScalars(t *testing.T) {
+	kf, src := loadKnobs(t, "hybrid")
+	orig, err := LoadStrategy(examples.FS, "strategies/hybrid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	folded := strings.Replace(string(src.Data), "description: \""+orig.Description+"\"",
+		"description: >-\n  Three layers, folded\n  over lines.\n\n  A second paragraph.\n", 1)
+	if folded == string(src.Data) {
+		t.Fatal("the hybrid strategy's description is no longer one quoted line")
+	}
+	src.Data = []byte(folded)
+	tn := &Tuner{Knobs: kf, Source: src}
+	cur, err := kf.Current(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur[0] = kf.Knobs[0].Candidates()[0]
+	v, err := tn.Variant(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after map[string]any
+	if err := yaml.Unmarshal(src.Data, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(v.Strategy, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before["description"] != "Three layers, folded over lines.\nA second paragraph." || after["description"] != before["description"] {
+		t.Errorf("description %q written back as %q", before["description"], after["description"])
+	}
+	if _, err := v.Parse(src); err != nil {
+		t.Fatal(err)
 	}
 }
