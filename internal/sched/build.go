@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 )
@@ -50,10 +51,15 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	repBuf := sized(s.buf.repBuf, nrep)[:0]
 	nodeBuf := sized(s.buf.nodeBuf, nrep)[:0]
 	lastTenant, lastT := "", -1
+	prev, next := &s.buf.where[0], &s.buf.where[1]
+	next.runs, next.idx = next.runs[:0], next.idx[:0]
+	cur := 0
 	for _, w := range in.Workloads {
 		if w.Running == nil {
 			continue
 		}
+		hint := prev.hint(w.Running, &cur)
+		idxStart := len(next.idx)
 		t, ok := lastT, lastT >= 0 && w.Tenant == lastTenant
 		if !ok {
 			t, ok = s.tree.Lookup(w.Tenant)
@@ -70,7 +76,13 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		ok = true
 		repStart := len(repBuf)
 		for ri, r := range w.Running.Replicas {
-			n, found := f.Node(r.Node)
+			var n *fleet.Node
+			found := false
+			if ri < len(hint) && int(hint[ri]) < len(f.Nodes) && f.Nodes[hint[ri]].ID == r.Node {
+				n, found = f.Nodes[hint[ri]], true
+			} else {
+				n, found = f.Node(r.Node)
+			}
 			if !found {
 				conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: unknown node %q", w.Name, ri, r.Node))
 				ok = false
@@ -94,6 +106,10 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			}
 			s.nodes[n.Index].hold(r.GPUs, -milli, w.CPU, w.Memory)
 			repBuf = append(repBuf, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli})
+			next.idx = append(next.idx, int32(n.Index))
+		}
+		if ok {
+			next.runs = append(next.runs, hintRun{a: w.Running, nodes: next.idx[idxStart:len(next.idx):len(next.idx)]})
 		}
 		reps := repBuf[repStart:len(repBuf):len(repBuf)]
 		if !ok {
@@ -118,6 +134,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		s.replicas = append(s.replicas, reps)
 	}
 	s.buf.run, s.buf.replicas, s.buf.repBuf, s.buf.nodeBuf = s.run, s.replicas, repBuf, nodeBuf
+	s.buf.where[0], s.buf.where[1] = *next, *prev
 	s.indexRunning(len(nodeBuf))
 	// Index the pools now that running work holds its GPUs.
 	for _, p := range s.pools {
