@@ -1,13 +1,16 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // replicaAt is one replica of a running workload, resolved to a node index.
@@ -280,31 +283,56 @@ func (s *snapshot) classifyBorrowers() {
 		if len(grp) == 0 {
 			continue
 		}
-		slices.SortFunc(grp, func(a, b int) int {
-			x, y := s.run[a].w, s.run[b].w
-			if x.Priority != y.Priority {
-				return int(y.Priority - x.Priority)
+		// The sort keys are read once per run, so that the sort compares
+		// values instead of following each run's pointers.
+		keys := s.buf.borrow[:0]
+		nanos := true // every StartedAt is exact in int64 nanoseconds
+		for _, i := range grp {
+			w := s.run[i].w
+			k := borrowKey{run: i, prio: w.Priority, within: w.Running.Within, started: w.Running.StartedAt.UnixNano(), w: w}
+			if !w.Running.StartedAt.Equal(time.Unix(0, k.started)) {
+				nanos = false
 			}
-			if x.Running.Within != y.Running.Within {
+			keys = append(keys, k)
+		}
+		s.buf.borrow = keys
+		slices.SortFunc(keys, func(a, b borrowKey) int {
+			if a.prio != b.prio {
+				return int(b.prio - a.prio)
+			}
+			if a.within != b.within {
 				// What a cycle placed within the guarantee stays first:
 				// work of the tenant placed later as a borrower must not
 				// turn it into a borrower (it would be evicted back).
-				if x.Running.Within {
+				if a.within {
 					return -1
 				}
 				return 1
 			}
-			if c := x.Running.StartedAt.Compare(y.Running.StartedAt); c != 0 {
+			if nanos {
+				if a.started != b.started {
+					return cmp.Compare(a.started, b.started)
+				}
+			} else if c := a.w.Running.StartedAt.Compare(b.w.Running.StartedAt); c != 0 {
 				return c
 			}
-			return strings.Compare(string(x.Name), string(y.Name))
+			return strings.Compare(string(a.w.Name), string(b.w.Name))
 		})
 		var cum resource.MilliGPU
-		for _, i := range grp {
-			cum = cum.Add(s.run[i].w.TotalGPUs())
-			s.run[i].borrows = cum > guaranteed[g]
+		for _, k := range keys {
+			cum = cum.Add(k.w.TotalGPUs())
+			s.run[k.run].borrows = cum > guaranteed[g]
 		}
 	}
+}
+
+// borrowKey is a run's place in its group's order (classifyBorrowers).
+type borrowKey struct {
+	run     int
+	prio    workload.Priority
+	within  bool
+	started int64 // StartedAt in Unix nanoseconds
+	w       *workload.Workload
 }
 
 // Check reports inconsistencies in an input's running workloads: unknown

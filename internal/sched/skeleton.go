@@ -35,6 +35,7 @@ type scratch struct {
 	count    []int // indexRunning
 	running  []int // indexRunning
 	group    []int // classifyBorrowers
+	borrow   []borrowKey
 	items    []orderItem
 	pending  []*workload.Workload
 	// where remembers the fleet index of each running workload's replicas
