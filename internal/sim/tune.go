@@ -288,17 +288,14 @@ func (t *Tuner) Run(seeds []uint64) (*TuneResult, error) {
 	if !base.Feasible() {
 		best = nil
 	}
-	better := func(c *Trial) bool {
-		return c.Feasible() && (best == nil || c.Score > best.Score)
-	}
 	if t.Knobs.Search == "grid" {
 		err = t.grid(seeds, func(c *Trial) {
-			if better(c) {
+			if better(c, best) {
 				best = c
 			}
 		})
 	} else {
-		best, err = t.coordinate(seeds, cur, best, better)
+		best, err = t.coordinate(seeds, cur, best)
 	}
 	if err != nil {
 		return nil, err
@@ -335,7 +332,13 @@ func (t *Tuner) grid(seeds []uint64, seen func(*Trial)) error {
 	}
 }
 
-func (t *Tuner) coordinate(seeds []uint64, cur Setting, best *Trial, better func(*Trial) bool) (*Trial, error) {
+// better reports whether c is feasible and scores above best (nil: none
+// yet); ties keep best.
+func better(c, best *Trial) bool {
+	return c.Feasible() && (best == nil || c.Score > best.Score)
+}
+
+func (t *Tuner) coordinate(seeds []uint64, cur Setting, best *Trial) (*Trial, error) {
 	const maxPasses = 3
 	at := append(Setting(nil), cur...)
 	for pass := 0; pass < maxPasses; pass++ {
@@ -348,7 +351,7 @@ func (t *Tuner) coordinate(seeds []uint64, cur Setting, best *Trial, better func
 				if err != nil {
 					return nil, err
 				}
-				if better(c) {
+				if better(c, best) {
 					best, improved = c, true
 				}
 			}
