@@ -133,3 +133,32 @@ func FuzzParseWhen(f *testing.F) {
 		}
 	})
 }
+
+// TestScheduleFutureReservationExample: examples/future-reservation.yaml
+// shows what it promises: before the window, short and preemptible work
+// on the reserved machines, the long job waiting, the 2030 reservation
+// holding nothing.
+func TestScheduleFutureReservationExample(t *testing.T) {
+	out, errOut, code := run(t, "schedule", "--config", "../../examples/future-reservation.yaml", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct {
+		Placements []struct{ Workload, Node string } `json:"placements"`
+		Pending    []struct{ Workload string }       `json:"pending"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]string{}
+	for _, p := range plan.Placements {
+		on[p.Workload] = p.Node
+	}
+	reserved := map[string]bool{"eus-h1-n0000": true, "eus-h1-n0001": true} // train-window's, bound in fleet order
+	if !reserved[on["short-eval"]] || !reserved[on["spot-sweep"]] || on["busy"] != "eus-h1-n0002" {
+		t.Errorf("placements %v: want short-eval and spot-sweep on train-window's machines, busy on eus-h1-n0002", on)
+	}
+	if _, placed := on["long-train"]; placed || len(plan.Pending) != 1 || plan.Pending[0].Workload != "long-train" {
+		t.Errorf("long-train placed on %q, pending %v: want it alone pending", on["long-train"], plan.Pending)
+	}
+}
