@@ -135,8 +135,8 @@ func FuzzParseWhen(f *testing.F) {
 }
 
 // TestScheduleFutureReservationExample: examples/future-reservation.yaml
-// shows what it promises: before the window, short and preemptible work
-// on the reserved machines, the long job waiting, the 2030 reservation
+// shows what it promises: before the window, short work on the reserved
+// machines, the long job waiting with the reason, the 2030 reservation
 // holding nothing.
 func TestScheduleFutureReservationExample(t *testing.T) {
 	out, errOut, code := run(t, "schedule", "--config", "../../examples/future-reservation.yaml", "-o", "json")
@@ -144,8 +144,8 @@ func TestScheduleFutureReservationExample(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var plan struct {
-		Placements []struct{ Workload, Node string } `json:"placements"`
-		Pending    []struct{ Workload string }       `json:"pending"`
+		Placements []struct{ Workload, Node string }   `json:"placements"`
+		Pending    []struct{ Workload, Reason string } `json:"pending"`
 	}
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatal(err)
@@ -155,10 +155,11 @@ func TestScheduleFutureReservationExample(t *testing.T) {
 		on[p.Workload] = p.Node
 	}
 	reserved := map[string]bool{"eus-h1-n0000": true, "eus-h1-n0001": true} // train-window's, bound in fleet order
-	if !reserved[on["short-eval"]] || !reserved[on["spot-sweep"]] || on["busy"] != "eus-h1-n0002" {
-		t.Errorf("placements %v: want short-eval and spot-sweep on train-window's machines, busy on eus-h1-n0002", on)
+	if !reserved[on["eval-short"]] || on["busy"] != "eus-h1-n0002" || len(on) != 2 {
+		t.Errorf("placements %v: want eval-short on train-window's machines, busy on eus-h1-n0002, nothing else", on)
 	}
-	if _, placed := on["long-train"]; placed || len(plan.Pending) != 1 || plan.Pending[0].Workload != "long-train" {
-		t.Errorf("long-train placed on %q, pending %v: want it alone pending", on["long-train"], plan.Pending)
+	if len(plan.Pending) != 1 || plan.Pending[0].Workload != "long-train" ||
+		!strings.Contains(plan.Pending[0].Reason, "8 idle H100-80G held for a reservation from 2026-03-02T10:00:00Z") {
+		t.Errorf("pending %v: want long-train alone, its reason naming the 8 GPUs held from 10:00", plan.Pending)
 	}
 }

@@ -1045,6 +1045,40 @@ func (s *snapshot) noFit(cl *claim, preempt bool, at *Blocker) {
 		return
 	}
 	at.Free = s.freeInReach(cl.pools)
+	at.Held = s.upcomingHeld(cl)
+}
+
+// upcomingHeld sums the free capacity of the upcoming reservations' pools
+// of the claim's flavor and region that it may not use (nil when none).
+func (s *snapshot) upcomingHeld(cl *claim) *UpcomingHold {
+	var h *UpcomingHold
+	for _, pi := range s.regionModel[cl.key] {
+		k := s.pools[pi].key
+		if k.kind != poolReservation || slices.Contains(cl.pools, pi) {
+			continue
+		}
+		r := &s.in.Reservations[k.id]
+		if !r.Upcoming(s.in.Now) {
+			continue
+		}
+		var free resource.MilliGPU
+		for _, i := range s.pools[pi].nodes {
+			for _, f := range s.nodes[i].free {
+				free += resource.MilliGPU(f)
+			}
+		}
+		if free == 0 {
+			continue
+		}
+		if h == nil {
+			h = &UpcomingHold{Start: r.Start}
+		}
+		h.Free += free
+		if r.Start.Before(h.Start) {
+			h.Start = r.Start
+		}
+	}
+	return h
 }
 
 // freeInReach sums the free GPU capacity of the pools' nodes. Pending
