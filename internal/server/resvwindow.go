@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
@@ -121,20 +122,23 @@ func (w *world) nodeUse(res *store.Reservation, now time.Time) func(*fleet.Node)
 // opens within tenancy.BindLead and that has fewer than its count, and
 // stores them (the cycle calls it, on the leader only, before running the
 // core). A reservation that cannot be bound whole now is topped up with
-// what is free and retried every cycle; each binding is an event. It
-// reports whether it changed anything.
+// what is free and retried when the store changes (not on every cycle: an
+// attempt that bound nothing remembers the revision it saw); each binding
+// is a ReservationBound event. It reports whether it changed anything.
 func (s *Server) bindApproaching(ctx context.Context, now time.Time) bool {
-	due := false
+	var rev, due int64
 	err := s.st.View(ctx, func(tx store.ReadTx) error {
+		rev = tx.Revision()
 		rs, err := store.List[store.Reservation](tx, "")
 		for _, r := range rs {
-			m := reservationModel(r)
-			due = due || (len(r.Nodes) < r.Count && m.BindDue(now))
+			if m := reservationModel(r); len(r.Nodes) < r.Count && m.BindDue(now) {
+				due++
+			}
 		}
 		return err
 	})
-	if err != nil || !due {
-		return false
+	if err != nil || due == 0 || (rev == s.bindIdle.rev.Load() && due == s.bindIdle.due.Load()) {
+		return false // nothing due, or nothing changed since an attempt that bound nothing
 	}
 	changed := false
 	err = s.st.Update(ctx, func(tx store.WriteTx) error {
@@ -163,7 +167,7 @@ func (s *Server) bindApproaching(ctx context.Context, now time.Time) bool {
 			if short {
 				msg += fmt.Sprintf(" (%d of %d; the rest when free)", len(r.Nodes), r.Count)
 			}
-			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReservationResized, Object: store.ReservationObject(r.Key()), Tenant: r.Tenant, Message: msg}); err != nil {
+			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventReservationBound, Object: store.ReservationObject(r.Key()), Tenant: r.Tenant, Message: msg}); err != nil {
 				return err
 			}
 			changed = true
@@ -176,8 +180,16 @@ func (s *Server) bindApproaching(ctx context.Context, now time.Time) bool {
 		}
 		return false
 	}
+	if !changed {
+		s.bindIdle.rev.Store(rev)
+		s.bindIdle.due.Store(due)
+	}
 	return changed
 }
+
+// bindAttempt remembers the last reservation binding that bound nothing:
+// the store revision and how many reservations were due then.
+type bindAttempt struct{ rev, due atomic.Int64 }
 
 // bindSome binds as many of want machines as are available now (fewer
 // than want, since Bind refused all of them): Bind succeeds exactly for

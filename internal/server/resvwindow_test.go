@@ -146,6 +146,36 @@ func TestFutureReservationWindow(t *testing.T) {
 		t.Fatalf("45 min ahead: %+v %v, want Scheduled on 1 machine", r, err)
 	}
 	reserved := r.Nodes[0]
+	evs, err := f.Events(h.ctx, 0, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := 0
+	for _, e := range evs.Items {
+		if e.Type == "ReservationBound" && strings.Contains(e.Message, "bound 1 machines") {
+			bound++
+		}
+	}
+	if bound != 1 {
+		t.Errorf("%d ReservationBound events for the owner, want 1: %+v", bound, evs.Items)
+	}
+	if cevs, err := c.Events(h.ctx, 0, 0, 1000); err == nil {
+		for _, e := range cevs.Items {
+			if e.Type == "ReservationBound" {
+				t.Errorf("another tenant sees the binding: %+v", e)
+			}
+		}
+	}
+	h.s.Cycle(h.ctx) // nothing more to bind: no second event
+	evs, _ = f.Events(h.ctx, 0, 0, 1000)
+	for _, e := range evs.Items {
+		if e.Type == "ReservationBound" {
+			bound--
+		}
+	}
+	if bound != 0 {
+		t.Errorf("a second cycle bound again")
+	}
 	nodeOf := func(cl *client.Client, tenant, name string) (string, string) {
 		t.Helper()
 		w, err := cl.Workload(h.ctx, tenant, name)
@@ -267,5 +297,55 @@ func TestFutureReservationIsolation(t *testing.T) {
 	}
 	if r, err := c.Reservation(h.ctx, "contoso", "secret"); err != nil || r.Capacity != 1 || r.State != "Scheduled" {
 		t.Errorf("contoso's reservation changed: %+v %v", r, err)
+	}
+}
+
+// TestFutureReservationTopUp: at binding time a machine held by another
+// tenant's long non-preemptible work is skipped (the reservation is bound
+// short, and says so) while one whose work is expected to end before the
+// window is taken; the rest is bound once the long work is gone.
+func TestFutureReservationTopUp(t *testing.T) {
+	h, clk, windowT0 := windowHarness(t)
+	c, f := h.tenant("contoso"), h.tenant("fabrikam")
+	start := windowT0.Add(3 * time.Hour)
+	if _, err := f.CreateReservation(h.ctx, "fabrikam", h100Res("big", 2, start, start.Add(2*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []struct {
+		name string
+		rt   time.Duration
+	}{{"long", 5 * time.Hour}, {"fits", 2*time.Hour + 45*time.Minute}} {
+		if _, err := c.Submit(h.ctx, "contoso", h100Job(j.name, j.rt)); err != nil {
+			t.Fatal(err)
+		}
+		h.s.Cycle(h.ctx)
+		if w, err := c.Workload(h.ctx, "contoso", j.name); err != nil || w.State != "Running" {
+			t.Fatalf("%s before any machine is bound: %v %v, want Running", j.name, w.State, err)
+		}
+	}
+	setClock(clk, start.Add(-30*time.Minute))
+	h.s.Cycle(h.ctx)
+	r, err := f.Reservation(h.ctx, "fabrikam", "big")
+	if err != nil || len(r.Nodes) != 1 {
+		t.Fatalf("bound %v (%v), want the one machine without long work", r.Nodes, err)
+	}
+	fits, _ := c.Workload(h.ctx, "contoso", "fits")
+	if r.Nodes[0] != fits.Running.Replicas[0].Node {
+		t.Errorf("bound %s, want %s (its work ends before the window)", r.Nodes[0], fits.Running.Replicas[0].Node)
+	}
+	evs, _ := f.Events(h.ctx, 0, 0, 1000)
+	short := false
+	for _, e := range evs.Items {
+		short = short || (e.Type == "ReservationBound" && strings.Contains(e.Message, "1 of 2"))
+	}
+	if !short {
+		t.Errorf("no event says the reservation is bound short: %+v", evs.Items)
+	}
+	if _, err := c.Cancel(h.ctx, "contoso", "long"); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	if r, err = f.Reservation(h.ctx, "fabrikam", "big"); err != nil || len(r.Nodes) != 2 {
+		t.Fatalf("after the long work left: bound %v (%v), want 2 machines", r.Nodes, err)
 	}
 }

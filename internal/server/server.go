@@ -102,13 +102,16 @@ type Options struct {
 // Server is the control plane: the HTTP API and the scheduler loop over a
 // Store. Create it with New, serve Handler, run Run.
 type Server struct {
-	opts  Options
-	st    store.Store
-	log   *slog.Logger
-	now   func() time.Time
-	cat   atomic.Pointer[fleet.Catalog]
-	kick  chan struct{}
-	ready atomic.Bool
+	opts Options
+	// bindIdle: the last attempt to bind approaching reservations that
+	// bound nothing (see bindApproaching).
+	bindIdle bindAttempt
+	st       store.Store
+	log      *slog.Logger
+	now      func() time.Time
+	cat      atomic.Pointer[fleet.Catalog]
+	kick     chan struct{}
+	ready    atomic.Bool
 	// lagging: this follower's copy of the store is behind (ha.go).
 	lagging atomic.Bool
 
