@@ -176,7 +176,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 				return err
 			}
 		}
-		if err := admitReservation(wd, res); err != nil {
+		if err := admitReservation(wd, res, now); err != nil {
 			return err
 		}
 		if err := store.Put(tx, res, store.MustNotExist); err != nil {
@@ -234,7 +234,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 					return err
 				}
 			}
-			if err := admitReservation(wd, &grown); err != nil {
+			if err := admitReservation(wd, &grown, now); err != nil {
 				return err
 			}
 			res.Nodes = append(res.Nodes, ids...)

@@ -349,3 +349,37 @@ func TestFutureReservationTopUp(t *testing.T) {
 		t.Fatalf("after the long work left: bound %v (%v), want 2 machines", r.Nodes, err)
 	}
 }
+
+// TestFutureReservationQuota: quota admission for a later window counts
+// the running work still expected to run then, not work that will be
+// gone; work without an expected runtime still counts.
+func TestFutureReservationQuota(t *testing.T) {
+	h, _, windowT0 := windowHarness(t)
+	c := h.tenant("contoso")
+	// contoso's H100 limit in eastus is 16 GPUs: two 8-GPU jobs fill it.
+	for _, name := range []string{"one-hour", "unknown"} {
+		rt := time.Hour
+		if name == "unknown" {
+			rt = 0
+		}
+		if _, err := c.Submit(h.ctx, "contoso", h100Job(name, rt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.Cycle(h.ctx)
+	for _, name := range []string{"one-hour", "unknown"} {
+		if w, err := c.Workload(h.ctx, "contoso", name); err != nil || w.State != "Running" {
+			t.Fatalf("%s: %v %v, want Running", name, w.State, err)
+		}
+	}
+	later := windowT0.Add(48 * time.Hour)
+	if _, err := c.CreateReservation(h.ctx, "contoso", h100Res("now", 1, time.Time{}, windowT0.Add(time.Hour))); apiCode(err) != api.CodeQuotaExceeded {
+		t.Errorf("a reservation for now at the limit: %v, want QuotaExceeded", err)
+	}
+	if _, err := c.CreateReservation(h.ctx, "contoso", h100Res("later", 1, later, later.Add(time.Hour))); err != nil {
+		t.Errorf("a reservation in 2 days, when one-hour is over: %v", err)
+	}
+	if _, err := c.CreateReservation(h.ctx, "contoso", h100Res("later-2", 1, later.Add(30*time.Minute), later.Add(2*time.Hour))); apiCode(err) != api.CodeQuotaExceeded {
+		t.Errorf("a second one overlapping it, with unknown still counted: %v, want QuotaExceeded", err)
+	}
+}
