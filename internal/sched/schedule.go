@@ -317,8 +317,9 @@ func KeyOf(w *workload.Workload) AlikeKey { return repeatKeyOf(w) }
 
 // Alike reports whether the core decides pending workloads a and b alike
 // in any state: they differ at most in name, submission time and fields
-// the core does not read (kind, expected runtime, checkpoint interval,
-// grace period, labels).
+// the core does not read (kind, checkpoint interval, labels). Grace period
+// and expected runtime are read: they decide who may use reserved
+// machines (ExitTime, and the windows of upcoming reservations).
 func Alike(a, b *workload.Workload) bool { return alike(a, b) }
 
 // repeatKey is what a workload's decision depends on, besides the state
