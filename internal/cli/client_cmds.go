@@ -176,9 +176,9 @@ func newReservationCmd() *cobra.Command {
 	c.bind(cmd)
 	table := func(rs []api.Reservation) func(tw *tabwriter.Writer) {
 		return func(tw *tabwriter.Writer) {
-			fmt.Fprintln(tw, "NAME\tREGION\tSKU\tCAPACITY\tSTATE\tSTART\tEND\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS")
+			fmt.Fprintln(tw, "NAME\tREGION\tSKU\tCAPACITY\tBOUND\tSTATE\tSTART\tEND\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS")
 			for _, r := range rs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Region, r.SKU, r.Capacity, r.State, windowCell(r.Start), windowCell(r.End), gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Region, r.SKU, r.Capacity, len(r.Nodes), r.State, windowCell(r.Start), windowCell(r.End), gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs))
 			}
 		}
 	}

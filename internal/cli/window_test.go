@@ -90,7 +90,7 @@ func TestReservationCreateWindowFlags(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list: exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"STATE", "START", "END", "Scheduled", "2030-01-06T08:00:00Z", "2030-01-07T08:00:00Z"} {
+	for _, want := range []string{"BOUND", "STATE", "START", "END", "Scheduled", "2030-01-06T08:00:00Z", "2030-01-07T08:00:00Z"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list lacks %q:\n%s", want, out)
 		}
