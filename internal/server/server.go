@@ -102,18 +102,18 @@ type Options struct {
 // Server is the control plane: the HTTP API and the scheduler loop over a
 // Store. Create it with New, serve Handler, run Run.
 type Server struct {
-	opts Options
+	opts  Options
+	st    store.Store
+	log   *slog.Logger
+	now   func() time.Time
+	cat   atomic.Pointer[fleet.Catalog]
+	kick  chan struct{}
+	ready atomic.Bool
+	// lagging: this follower's copy of the store is behind (ha.go).
+	lagging atomic.Bool
 	// bindIdle: the last attempt to bind approaching reservations that
 	// bound nothing (see bindApproaching).
 	bindIdle bindAttempt
-	st       store.Store
-	log      *slog.Logger
-	now      func() time.Time
-	cat      atomic.Pointer[fleet.Catalog]
-	kick     chan struct{}
-	ready    atomic.Bool
-	// lagging: this follower's copy of the store is behind (ha.go).
-	lagging atomic.Bool
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every commit
