@@ -583,7 +583,11 @@ type Reservation struct {
 	Capacity int       `json:"capacity"`
 	Start    time.Time `json:"start,omitzero"`
 	End      time.Time `json:"end,omitzero"`
-	Nodes    []string  `json:"nodes"`
+	// State is Scheduled (before Start: no machines until the window is
+	// near, then machines lent only to work that will be gone by Start),
+	// Active (in the window) or Expired (after End).
+	State string   `json:"state"`
+	Nodes []string `json:"nodes"`
 	// ReservedGPUs is capacity × GPUs per machine; AllocatedGPUs what the
 	// owner's workloads use of it; BorrowedGPUs what preemptible work of
 	// others runs on it while idle (evicted when the owner claims it).

@@ -176,18 +176,31 @@ func newReservationCmd() *cobra.Command {
 	c.bind(cmd)
 	table := func(rs []api.Reservation) func(tw *tabwriter.Writer) {
 		return func(tw *tabwriter.Writer) {
-			fmt.Fprintln(tw, "NAME\tREGION\tSKU\tCAPACITY\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS")
+			fmt.Fprintln(tw, "NAME\tREGION\tSKU\tCAPACITY\tBOUND\tSTATE\tSTART\tEND\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS")
 			for _, r := range rs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Region, r.SKU, r.Capacity, gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Region, r.SKU, r.Capacity, len(r.Nodes), r.State, windowCell(r.Start), windowCell(r.End), gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs))
 			}
 		}
 	}
 	var req api.ReservationRequest
+	var start, end string
 	create := &cobra.Command{
-		Use:   "create --name NAME --sku SKU --capacity N --region R [--zone Z]",
-		Short: "Reserve capacity, all or nothing",
-		Args:  cobra.NoArgs,
+		Use:   "create --name NAME --sku SKU --capacity N --region R [--zone Z] [--start WHEN] [--end WHEN]",
+		Short: "Reserve capacity, all or nothing, now or for a future window",
+		Long: `Reserve capacity, all or nothing. Without --start the reservation starts
+now; without --end it has no end. With a window (--start, --end: RFC 3339,
+or a duration from now such as +2h, +90m, +3d) it is admitted against the
+capacity calendar (the other reservations overlapping the window) for the
+whole window or refused; its machines are chosen about an hour before the
+window opens. Until then it is Scheduled, then Active, then Expired.`,
+		Example: "  arbiter reservation create --name r1 --sku Standard_ND96isr_H100_v5 --capacity 4 --region eastus --start +2h --end +4h\n" +
+			"  arbiter reservation create --name r2 --sku Standard_ND96isr_H100_v5 --capacity 4 --region eastus --start 2030-01-06T08:00:00Z --end 2030-01-13T08:00:00Z",
+		Args: cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			var err error
+			if req.Start, req.End, err = windowFlags(start, end, time.Now()); err != nil {
+				return err
+			}
 			t, err := c.tenantOf(ctx, cl, true)
 			if err != nil {
 				return err
@@ -205,8 +218,10 @@ func newReservationCmd() *cobra.Command {
 	cf.IntVar(&req.Capacity, "capacity", 0, "number of machines")
 	cf.StringVar(&req.Region, "region", "", "region")
 	cf.StringVar(&req.Zone, "zone", "", "availability zone (optional)")
+	cf.StringVar(&start, "start", "", "when the window opens: RFC 3339 or +DURATION from now (default now)")
+	cf.StringVar(&end, "end", "", "when the window closes: RFC 3339 or +DURATION from now (default never)")
 	listCmd := &cobra.Command{
-		Use: "list", Short: "List reservations with utilization", Args: cobra.NoArgs,
+		Use: "list", Short: "List reservations with their window, state (Scheduled, Active, Expired) and utilization", Args: cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
 			t, err := c.tenantOf(ctx, cl, true)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -260,10 +261,14 @@ func validScorer(name string) bool {
 	return name == ""
 }
 
-// bindReservations validates reservations and binds those without nodes.
+// bindReservations validates reservations and binds those without nodes
+// whose window opens within tenancy.BindLead of now (all when now is
+// unset); the others keep only their place in the capacity calendar
+// (tenancy.CheckCalendar), as on a server. A machine is taken for a
+// reservation when another one overlapping it in time holds it.
 func (c *Config) bindReservations(errs *yamlfile.Errors) {
 	f := &c.File
-	taken := map[fleet.NodeID]string{}
+	taken := map[fleet.NodeID][]int{} // the reservations holding each node
 	partitioned := map[fleet.NodeID]bool{}
 	for _, p := range f.Partitions {
 		for _, b := range p.Blocks {
@@ -322,21 +327,31 @@ func (c *Config) bindReservations(errs *yamlfile.Errors) {
 				if !ok || !r.Matches(n) {
 					errs.Add(r.Pos, rf+".nodes", "node %q is not a %s in %s", id, r.SKU, r.Region)
 				}
-				taken[id] = r.Name
+				taken[id] = append(taken[id], ri)
 			}
 			continue
 		}
-		ids, err := tenancy.Bind(r, c.Fleet, func(n *fleet.Node) tenancy.NodeUse {
-			_, res := taken[n.ID]
-			return tenancy.NodeUse{Reserved: res, Partitioned: partitioned[n.ID], Busy: busy[n.ID], Blocking: blocking[n.ID]}
-		})
-		if err != nil {
+		due := f.Now.IsZero() || r.BindDue(f.Now)
+		var ids []fleet.NodeID
+		if due {
+			var err error
+			ids, err = tenancy.Bind(r, c.Fleet, func(n *fleet.Node) tenancy.NodeUse {
+				res := slices.ContainsFunc(taken[n.ID], func(o int) bool { return f.Reservations[o].Overlaps(r) })
+				return tenancy.NodeUse{Reserved: res, Partitioned: partitioned[n.ID], Busy: busy[n.ID], Blocking: blocking[n.ID]}
+			})
+			if err != nil {
+				errs.Add(r.Pos, rf, "%v", err)
+				continue
+			}
+		}
+		usable := func(n *fleet.Node) bool { return !partitioned[n.ID] }
+		if err := tenancy.CheckCalendar(r, f.Reservations[:ri], c.Fleet, usable, f.Now); err != nil {
 			errs.Add(r.Pos, rf, "%v", err)
 			continue
 		}
 		r.Nodes = ids
 		for _, id := range ids {
-			taken[id] = r.Name
+			taken[id] = append(taken[id], ri)
 		}
 	}
 }

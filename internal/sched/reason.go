@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"github.com/arbiterhq/arbiter/internal/spot"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -56,9 +57,22 @@ type Blocker struct {
 	// Reservation is the workload's own reservation when it could not
 	// hold the claim (it is full, its nodes down, or no room in its pools).
 	Reservation *ReservationUse `json:"reservation,omitempty"`
+	// Held is the idle capacity of upcoming reservations (bound, before
+	// their window) in the flavor and region that the workload may not use:
+	// it is expected to run past the window's start and is not preemptible
+	// within the honour window (NoCapacity). The reservation is not named:
+	// it may be another tenant's.
+	Held *UpcomingHold `json:"held,omitempty"`
 	// Hold is the policy cap holding the workload back (PolicyHeld);
 	// Limit is then the cap, Used what the capped work already holds.
 	Hold *PolicyHold `json:"hold,omitempty"`
+}
+
+// UpcomingHold is idle capacity held for reservation windows that open
+// soon: Free GPUs, the earliest window opening at Start.
+type UpcomingHold struct {
+	Free  resource.MilliGPU `json:"free"`
+	Start time.Time         `json:"start"`
 }
 
 // PolicyHold names the policy action whose cap holds a workload back: the
@@ -157,7 +171,12 @@ func (b Blocker) text() string {
 		if b.Code == ReasonNoBlock {
 			return fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s", where, b.Requested, b.Flavor, b.Replicas, b.PerReplica, why)
 		}
-		return fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s", b.Replicas, b.PerReplica, b.Flavor, where, b.Free, why)
+		msg := fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s", b.Replicas, b.PerReplica, b.Flavor, where, b.Free, why)
+		if h := b.Held; h != nil {
+			msg += fmt.Sprintf("; %v idle %s held for a reservation from %s, lent only to work expected to end by then or preemptible",
+				h.Free, b.Flavor, h.Start.UTC().Format(time.RFC3339))
+		}
+		return msg
 	}
 	return string(b.Code)
 }

@@ -17,8 +17,9 @@ import (
 // a new field fails this test until it is classified.
 func TestAlikeCoversSpec(t *testing.T) {
 	notRead := map[string]bool{
-		"Name": true, "Kind": true, "ExpectedRuntime": true, "CheckpointInterval": true,
-		"Labels": true, // GracePeriod is read: ExitTime decides who may borrow reserved capacity
+		"Name": true, "Kind": true, "CheckpointInterval": true,
+		"Labels": true, // GracePeriod is read: ExitTime decides who may borrow reserved capacity;
+		// ExpectedRuntime too: it decides who may use an upcoming reservation's machines
 	}
 	base := workload.Workload{Spec: workload.Spec{
 		Name: "a", Tenant: "t", Priority: workload.PriorityNormal, GPUs: resource.GPUs(1), Replicas: 1,

@@ -162,6 +162,7 @@ type hopelessKey struct {
 	prio                           workload.Priority
 	within, preemptible, gang      bool
 	exit                           time.Duration // ExitTime: decides whether it may borrow reserved capacity
+	runtime                        time.Duration // ExpectedRuntime: may it use an upcoming reservation's machines?
 	cpu                            resource.MilliCPU
 	mem                            resource.MiB
 	cand                           candidate
@@ -171,7 +172,7 @@ type hopelessKey struct {
 func keyOf(cl *claim) hopelessKey {
 	k := hopelessKey{tenant: cl.tenant, onRes: cl.onRes, count: cl.count, replicas: cl.w.Replicas, perGPU: cl.perGPU,
 		prio: cl.w.Priority, within: cl.within, preemptible: cl.w.Preemptible, gang: cl.w.Gang(), exit: ExitTime(cl.w),
-		cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
+		runtime: cl.w.ExpectedRuntime, cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
 	if len(cl.w.Pools) > 0 {
 		k.pools = strings.Join(cl.w.Pools, "\x00")
 	}
@@ -316,8 +317,9 @@ func KeyOf(w *workload.Workload) AlikeKey { return repeatKeyOf(w) }
 
 // Alike reports whether the core decides pending workloads a and b alike
 // in any state: they differ at most in name, submission time and fields
-// the core does not read (kind, expected runtime, checkpoint interval,
-// grace period, labels).
+// the core does not read (kind, checkpoint interval, labels). Grace period
+// and expected runtime are read: they decide who may use reserved
+// machines (ExitTime, and the windows of upcoming reservations).
 func Alike(a, b *workload.Workload) bool { return alike(a, b) }
 
 // repeatKey is what a workload's decision depends on, besides the state
@@ -394,6 +396,7 @@ func alike(a, b *workload.Workload) bool {
 		a.GPUs == b.GPUs && a.Replicas == b.Replicas && a.CPU == b.CPU && a.Memory == b.Memory &&
 		a.Topology == b.Topology && a.Reservation == b.Reservation && a.MaxPrice == b.MaxPrice &&
 		a.GracePeriod == b.GracePeriod && // ExitTime: may it borrow reserved capacity?
+		a.ExpectedRuntime == b.ExpectedRuntime && // may it use an upcoming reservation's machines?
 		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Regions, b.Regions) && slices.Equal(a.Pools, b.Pools)
 }
 
@@ -691,8 +694,9 @@ func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
 			case poolReservation:
 				// Idle reserved capacity is lent only to preemptible work,
 				// only when preemption can give it back to the owner, and
-				// only to work that leaves within the honour window.
-				if !s.mayBorrowReserved(cl.w) {
+				// only to work that leaves within the honour window; before
+				// the window opens, also to work expected to end by then.
+				if !s.mayBorrowReserved(cl.w) && !s.endsBefore(cl.w, &s.in.Reservations[k.id]) {
 					continue
 				}
 			}
@@ -711,6 +715,14 @@ func (s *snapshot) mayBorrowReserved(w *workload.Workload) bool {
 	}
 	hw := s.in.Options.HonourWindow
 	return hw <= 0 || ExitTime(w) <= hw
+}
+
+// endsBefore reports whether w, placed now, is expected to end before
+// r's window opens: r is upcoming (bound, before Start) and Now + w's
+// expected runtime is at most r's Start. Work without an expected runtime
+// is not expected to end.
+func (s *snapshot) endsBefore(w *workload.Workload, r *tenancy.Reservation) bool {
+	return r.Upcoming(s.in.Now) && w.ExpectedRuntime > 0 && !s.in.Now.Add(w.ExpectedRuntime).After(r.Start)
 }
 
 // place puts every replica of the claim, preempting if allowed; on success
@@ -1034,6 +1046,40 @@ func (s *snapshot) noFit(cl *claim, preempt bool, at *Blocker) {
 		return
 	}
 	at.Free = s.freeInReach(cl.pools)
+	at.Held = s.upcomingHeld(cl)
+}
+
+// upcomingHeld sums the free capacity of the upcoming reservations' pools
+// of the claim's flavor and region that it may not use (nil when none).
+func (s *snapshot) upcomingHeld(cl *claim) *UpcomingHold {
+	var h *UpcomingHold
+	for _, pi := range s.regionModel[cl.key] {
+		k := s.pools[pi].key
+		if k.kind != poolReservation || slices.Contains(cl.pools, pi) {
+			continue
+		}
+		r := &s.in.Reservations[k.id]
+		if !r.Upcoming(s.in.Now) {
+			continue
+		}
+		var free resource.MilliGPU
+		for _, i := range s.pools[pi].nodes {
+			for _, f := range s.nodes[i].free {
+				free += resource.MilliGPU(f)
+			}
+		}
+		if free == 0 {
+			continue
+		}
+		if h == nil {
+			h = &UpcomingHold{Start: r.Start}
+		}
+		h.Free += free
+		if r.Start.Before(h.Start) {
+			h.Start = r.Start
+		}
+	}
+	return h
 }
 
 // freeInReach sums the free GPU capacity of the pools' nodes. Pending

@@ -95,7 +95,7 @@ type cacheKey struct {
 	partitions   *tenancy.Partition
 	nPartitions  int
 	reservations *tenancy.Reservation
-	active       string // which reservations are active, one byte each
+	active       string // which reservations have pools, one byte each: 1 active, 2 upcoming (bound, before Start)
 	down         []fleet.NodeID
 	byLabel      bool // pools split by PoolLabel
 }
@@ -122,8 +122,11 @@ func keyFor(in *Input) cacheKey {
 		k.reservations = &in.Reservations[0]
 		b := make([]byte, len(in.Reservations))
 		for i := range in.Reservations {
-			if in.Reservations[i].Active(in.Now) {
+			switch r := &in.Reservations[i]; {
+			case r.Active(in.Now):
 				b[i] = 1
+			case r.Upcoming(in.Now):
+				b[i] = 2
 			}
 		}
 		k.active = string(b)
@@ -195,8 +198,9 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 	for _, id := range in.Down {
 		down[id] = true
 	}
-	// Which pool each node belongs to: an active reservation first, then a
-	// partition, else the shared pool.
+	// Which pool each node belongs to: an active or upcoming reservation
+	// (bound, before its Start: see eligiblePools) first, then a partition,
+	// else the shared pool.
 	label := func(n *fleet.Node) string {
 		if byLabel {
 			return n.Labels[PoolLabel]
@@ -221,7 +225,7 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 	}
 	for ri := range in.Reservations {
 		r := &in.Reservations[ri]
-		if !r.Active(in.Now) {
+		if !r.Active(in.Now) && !r.Upcoming(in.Now) {
 			continue
 		}
 		for _, id := range r.Nodes {

@@ -259,6 +259,9 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 	defer func() { s.metrics.cycle.Observe(time.Since(start).Seconds()) }()
 	now := s.now()
 	gen := s.policies.generation()
+	if s.bindApproaching(ctx, now) {
+		kicked = false // the core must see the newly bound machines
+	}
 	if kicked && s.quietCycle(ctx, now, gen) {
 		return
 	}

@@ -12,10 +12,19 @@ import (
 
 // runningLedger charges the running work outside reservations to the
 // quota entries the scheduler charges (tenancy.Tree.Charged).
-func runningLedger(wd *world) tenancy.Ledger {
+func runningLedger(wd *world) tenancy.Ledger { return runningLedgerAt(wd, time.Time{}) }
+
+// runningLedgerAt is runningLedger for a window opening at (zero: now):
+// running work expected to end by then (started_at + expected_runtime ≤
+// at) is left out, as it will have released its quota; work without an
+// expected runtime counts.
+func runningLedgerAt(wd *world, at time.Time) tenancy.Ledger {
 	l := tenancy.NewLedger(wd.Tree)
 	for _, x := range wd.Workloads {
 		if x.Running == nil || x.Running.OnReservation {
+			continue
+		}
+		if rt := x.Spec.ExpectedRuntime; !at.IsZero() && rt > 0 && !x.Running.StartedAt.Add(rt).After(at) {
 			continue
 		}
 		wd.Tree.ChargeUse(l, x.Tenant, tenancy.Key{Model: x.Running.Flavor, Region: x.Running.Region}, x.Spec.TotalGPUs())
@@ -66,10 +75,12 @@ func usage(wd *world, tenants []string, region string, now time.Time) []api.Usag
 
 // admitReservation refuses (409 QuotaExceeded, naming the limit and the
 // numbers) a reservation whose capacity would take its owner, or an
-// ancestor, above a limit: running work outside reservations now, plus the
-// other reservations that overlap it in time, plus its own capacity. res
-// holds the new (or resized) count; wd's reservations must not include it.
-func admitReservation(wd *world, res *store.Reservation) error {
+// ancestor, above a limit: running work outside reservations (for a
+// window opening later than now, only the work still expected to run
+// then), plus the other reservations that overlap it in time, plus its
+// own capacity. res holds the new (or resized) count; wd's reservations
+// must not include it.
+func admitReservation(wd *world, res *store.Reservation, now time.Time) error {
 	r := reservationModel(res)
 	var others []tenancy.Reservation
 	for _, o := range wd.Reservations {
@@ -77,7 +88,11 @@ func admitReservation(wd *world, res *store.Reservation) error {
 			others = append(others, reservationModel(o))
 		}
 	}
-	err := wd.Tree.AdmitReservation(&r, others, runningLedger(wd), wd.Catalog)
+	var at time.Time
+	if res.Start.After(now) {
+		at = res.Start
+	}
+	err := wd.Tree.AdmitReservation(&r, others, runningLedgerAt(wd, at), wd.Catalog)
 	var ol *tenancy.OverLimitError
 	if errors.As(err, &ol) {
 		return apiErr(http.StatusConflict, api.CodeQuotaExceeded, "capacity", "%v", ol)

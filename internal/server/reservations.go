@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -17,15 +18,15 @@ const maxReservation = 10_000
 
 // reservationOut adds utilization: reserved capacity, what the owner's
 // workloads on it use, and what others' preemptible work borrows of it.
-func reservationOut(wd *world, r *store.Reservation) api.Reservation {
-	return reservationOutWith(wd.Catalog, r, wd.Workloads)
+func reservationOut(wd *world, r *store.Reservation, now time.Time) api.Reservation {
+	return reservationOutWith(wd.Catalog, r, wd.Workloads, now)
 }
 
 // reservationOutWith is reservationOut from the live workloads running
 // on the reservation's machines (others are ignored).
-func reservationOutWith(cat *fleet.Catalog, r *store.Reservation, running []*store.Workload) api.Reservation {
+func reservationOutWith(cat *fleet.Catalog, r *store.Reservation, running []*store.Workload, now time.Time) api.Reservation {
 	o := api.Reservation{Name: r.Name, Tenant: r.Tenant, Region: r.Region, Zone: r.Zone, SKU: string(r.SKU),
-		Capacity: r.Count, Start: r.Start, End: r.End, Nodes: []string{}, Revision: r.Meta.Revision}
+		Capacity: r.Count, Start: r.Start, End: r.End, State: reservationState(r, now), Nodes: []string{}, Revision: r.Meta.Revision}
 	on := map[fleet.NodeID]bool{}
 	for _, n := range r.Nodes {
 		o.Nodes = append(o.Nodes, string(n))
@@ -62,7 +63,7 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error 
 	}
 	// The tenant's own reservations and the work on their machines: no
 	// pass over other tenants' objects.
-	cat := s.cat.Load()
+	cat, now := s.cat.Load(), s.now()
 	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var rerr error
 		err := scanPage(tx, pg, tenant+"/", func(x *store.Reservation) (any, bool) {
@@ -70,7 +71,7 @@ func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error 
 			if err != nil {
 				rerr = err
 			}
-			return reservationOutWith(cat, x, running), true
+			return reservationOutWith(cat, x, running, now), true
 		})
 		return errors.Join(err, rerr)
 	})
@@ -102,7 +103,7 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		out = reservationOutWith(s.cat.Load(), x, running)
+		out = reservationOutWith(s.cat.Load(), x, running, s.now())
 		return nil
 	})
 	if err != nil {
@@ -134,8 +135,10 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		return badName("region", req.Region)
 	case req.Zone != "" && !validName(req.Zone):
 		return badName("zone", req.Zone)
-	case !req.End.IsZero() && !req.End.After(req.Start):
-		return apiErr(http.StatusBadRequest, api.CodeInvalid, "end", "end must be after start")
+	}
+	now := s.now()
+	if err := checkWindow(req.Start, req.End, now); err != nil {
+		return err
 	}
 	if _, ok := s.cat.Load().SKU(fleet.SKUName(req.SKU)); !ok {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "sku", "unknown SKU %q (see GET /v1/skus)", req.SKU)
@@ -163,11 +166,17 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 		res = &store.Reservation{Tenant: tenant, Name: req.Name, Region: req.Region, Zone: req.Zone, SKU: fleet.SKUName(req.SKU), Count: req.Capacity, Start: req.Start, End: req.End}
-		tr := tenancy.Reservation{Name: req.Name, Owner: tenant, Region: req.Region, Zone: req.Zone, SKU: res.SKU, Count: req.Capacity}
-		if res.Nodes, err = tenancy.Bind(&tr, wd.Fleet, wd.nodeUse(tenant, "")); err != nil {
+		if err := checkCalendar(wd, res, now); err != nil {
 			return err
 		}
-		if err := admitReservation(wd, res); err != nil {
+		// Machines are chosen when the window approaches (bindApproaching);
+		// one that opens within the lead time is bound now.
+		if m := reservationModel(res); m.BindDue(now) {
+			if res.Nodes, err = bindReservation(wd, res, res.Count, now); err != nil {
+				return err
+			}
+		}
+		if err := admitReservation(wd, res, now); err != nil {
 			return err
 		}
 		if err := store.Put(tx, res, store.MustNotExist); err != nil {
@@ -175,13 +184,13 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		}
 		wd.Reservations = append(wd.Reservations, res)
 		return store.AppendEvent(tx, &store.Event{Time: s.now(), Type: store.EventReservationCreated, Object: store.ReservationObject(res.Key()), Tenant: tenant,
-			Message: fmt.Sprintf("%d × %s in %s", res.Count, res.SKU, res.Region)})
+			Message: fmt.Sprintf("%d × %s in %s%s", res.Count, res.SKU, res.Region, windowText(res))})
 	})
 	if err != nil {
 		return err
 	}
 	s.notify(true)
-	writeJSON(w, http.StatusCreated, reservationOut(wd, res))
+	writeJSON(w, http.StatusCreated, reservationOut(wd, res, now))
 	return nil
 }
 
@@ -199,6 +208,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 	}
 	var wd *world
 	var res *store.Reservation
+	now := s.now()
 	err := s.st.Update(r.Context(), func(tx store.WriteTx) error {
 		var err error
 		if wd, err = loadWorld(tx, s.cat.Load(), true); err != nil {
@@ -209,16 +219,22 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 		}
 		switch {
 		case req.Capacity < res.Count:
-			res.Nodes, _ = tenancy.Shrink(res.Nodes, reservationUse(wd.Workloads, tenant, name), req.Capacity)
-		case req.Capacity > res.Count:
-			extra := tenancy.Reservation{Name: name, Owner: tenant, Region: res.Region, Zone: res.Zone, SKU: res.SKU, Count: req.Capacity - res.Count}
-			ids, err := tenancy.Bind(&extra, wd.Fleet, wd.nodeUse(tenant, ""))
-			if err != nil {
-				return err
+			if len(res.Nodes) > req.Capacity {
+				res.Nodes, _ = tenancy.Shrink(res.Nodes, reservationUse(wd.Workloads, tenant, name), req.Capacity)
 			}
+		case req.Capacity > res.Count:
 			grown := *res
 			grown.Count = req.Capacity
-			if err := admitReservation(wd, &grown); err != nil {
+			if err := checkCalendar(wd, &grown, now); err != nil {
+				return err
+			}
+			var ids []fleet.NodeID
+			if m := reservationModel(res); m.BindDue(now) {
+				if ids, err = bindReservation(wd, res, req.Capacity-len(res.Nodes), now); err != nil {
+					return err
+				}
+			}
+			if err := admitReservation(wd, &grown, now); err != nil {
 				return err
 			}
 			res.Nodes = append(res.Nodes, ids...)
@@ -237,7 +253,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	s.notify(true)
-	writeJSON(w, http.StatusOK, reservationOut(wd, res))
+	writeJSON(w, http.StatusOK, reservationOut(wd, res, now))
 	return nil
 }
 

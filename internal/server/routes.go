@@ -177,7 +177,7 @@ func (s *Server) apiRoutes() []apiRoute {
 
 		// reservations
 		{"GET /v1/tenants/{tenant}/reservations", tenantScoped, routeDoc{summary: "List reservations with utilization", resp: api.List[api.Reservation]{}, query: pageQuery}, s.listReservations},
-		{"POST /v1/tenants/{tenant}/reservations", tenantScoped, routeDoc{summary: "Create a capacity reservation, all or nothing (409 InsufficientCapacity)", req: api.ReservationRequest{}, resp: api.Reservation{}, status: 201}, s.createReservation},
+		{"POST /v1/tenants/{tenant}/reservations", tenantScoped, routeDoc{summary: "Create a capacity reservation, now or for a window (start, end), all or nothing against the capacity calendar (409 InsufficientCapacity)", req: api.ReservationRequest{}, resp: api.Reservation{}, status: 201}, s.createReservation},
 		{"GET /v1/tenants/{tenant}/reservations/{name}", tenantScoped, routeDoc{summary: "Show a reservation with utilization", resp: api.Reservation{}}, s.getReservation},
 		{"PATCH /v1/tenants/{tenant}/reservations/{name}", tenantScoped, routeDoc{summary: "Resize a reservation: shrinking always succeeds, growing is all or nothing", req: api.Resize{}, resp: api.Reservation{}}, s.resizeReservation},
 		{"DELETE /v1/tenants/{tenant}/reservations/{name}", tenantScoped, routeDoc{summary: "Delete a reservation no live workload uses"}, s.deleteReservation},

@@ -111,6 +111,9 @@ type Server struct {
 	ready atomic.Bool
 	// lagging: this follower's copy of the store is behind (ha.go).
 	lagging atomic.Bool
+	// bindIdle: the last attempt to bind approaching reservations that
+	// bound nothing (see bindApproaching).
+	bindIdle bindAttempt
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every commit

@@ -29,6 +29,9 @@ const (
 	EventReservationCreated EventKind = "ReservationCreated"
 	EventReservationResized EventKind = "ReservationResized"
 	EventReservationDeleted EventKind = "ReservationDeleted"
+	// EventReservationBound: a future reservation's machines were chosen as
+	// its window approached (tenancy.BindLead).
+	EventReservationBound EventKind = "ReservationBound"
 
 	EventPartitionSet     EventKind = "PartitionSet"
 	EventPartitionDeleted EventKind = "PartitionDeleted"

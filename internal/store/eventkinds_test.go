@@ -15,6 +15,7 @@ func TestEventKindWire(t *testing.T) {
 		EventWorkloadSubmitted:             "WorkloadSubmitted",
 		EventNodeLost:                      "NodeLost",
 		EventReservationResized:            "ReservationResized",
+		EventReservationBound:              "ReservationBound",
 		WorkloadStateEvent(StateFailed):    "WorkloadFailed",
 		WorkloadStateEvent(StateSucceeded): "WorkloadSucceeded",
 		AlertEvent("Fired"):                "AlertFired",

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/server"
+	"github.com/arbiterhq/arbiter/internal/store"
+)
+
+const windowWorld = `
+fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: h1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 2}]
+tenants:
+  - name: fabrikam
+`
+
+// windowServer is a live server with windowWorld seeded; it returns the
+// flags that reach it as the admin acting for fabrikam.
+func windowServer(t *testing.T) []string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "a.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg, err := config.Parse("w.yaml", []byte(windowWorld))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Seed(ctx, st, cfg, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	const admin = "admin-secret-for-cli-tests-0123"
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return []string{"--server", hs.URL, "--token", admin, "--tenant", "fabrikam"}
+}
+
+// TestReservationCreateWindowFlags (issue 17 item 4): --start and --end
+// take RFC 3339 or +durations; the reservation comes back Scheduled
+// with its window and no machines; list shows the window and state; bad
+// values are refused naming the flag.
+func TestReservationCreateWindowFlags(t *testing.T) {
+	conn := windowServer(t)
+	create := func(args ...string) (string, string, int) {
+		base := []string{"reservation", "create", "--sku", "Standard_ND96isr_H100_v5", "--capacity", "1", "--region", "eastus", "-o", "json"}
+		return run(t, append(append(base, conn...), args...)...)
+	}
+	before := time.Now()
+	out, errOut, code := create("--name", "soon", "--start", "+2h", "--end", "+4h")
+	if code != 0 {
+		t.Fatalf("create --start +2h --end +4h: exit %d: %s", code, errOut)
+	}
+	var r api.Reservation
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	after := time.Now()
+	if r.Start.Before(before.Add(2*time.Hour).Truncate(time.Second)) || r.Start.After(after.Add(2*time.Hour)) ||
+		r.End.Sub(r.Start).Round(time.Second) != 2*time.Hour {
+		t.Errorf("window %v to %v, want now+2h to now+4h", r.Start, r.End)
+	}
+	if r.State != "Scheduled" || len(r.Nodes) != 0 {
+		t.Errorf("state %q nodes %v, want Scheduled with no machines yet", r.State, r.Nodes)
+	}
+	if _, errOut, code := create("--name", "later", "--start", "2030-01-06T08:00:00Z", "--end", "2030-01-07T08:00:00Z"); code != 0 {
+		t.Fatalf("create with RFC 3339: exit %d: %s", code, errOut)
+	}
+	out, errOut, code = run(t, append([]string{"reservation", "list"}, conn...)...)
+	if code != 0 {
+		t.Fatalf("list: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"BOUND", "STATE", "START", "END", "Scheduled", "2030-01-06T08:00:00Z", "2030-01-07T08:00:00Z"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list lacks %q:\n%s", want, out)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--start", "tomorrow"}, "--start"},
+		{[]string{"--start", "+-2h"}, "--start"},
+		{[]string{"--start", "+0s"}, "--start"},
+		{[]string{"--end", "2030-13-01T00:00:00Z"}, "--end"},
+		{[]string{"--start", "+4h", "--end", "+2h"}, "--end"},
+		{[]string{"--start", "+" + strings.Repeat("9", 80) + "h"}, "--start"},
+	} {
+		_, errOut, code := create(append([]string{"--name", "bad"}, c.args...)...)
+		if code == 0 || !strings.Contains(errOut, c.flag) {
+			t.Errorf("%v: exit %d, stderr %q; want a failure naming %s", c.args, code, errOut, c.flag)
+		}
+	}
+}
+
+// FuzzParseWhen: parseWhen never panics, and what it accepts is either
+// unset or a time it can show.
+func FuzzParseWhen(f *testing.F) {
+	for _, s := range []string{"", "+2h", "+90m", "+3d", "+1h30m", "2030-01-06T08:00:00Z", "2030-01-06T08:00:00+02:00", "+-1h", "+0d", "+99999999999d", "x", "+"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parseWhen(s, now)
+		if err != nil {
+			return
+		}
+		if s == "" != got.IsZero() {
+			t.Fatalf("%q: got %v", s, got)
+		}
+		if strings.HasPrefix(s, "+") && !got.After(now) {
+			t.Fatalf("%q: relative bound %v not after now", s, got)
+		}
+	})
+}
+
+// TestScheduleFutureReservationExample: examples/future-reservation.yaml
+// shows what it promises: before the window, short work on the reserved
+// machines, the long job waiting with the reason, the 2030 reservation
+// holding nothing.
+func TestScheduleFutureReservationExample(t *testing.T) {
+	out, errOut, code := run(t, "schedule", "--config", "../../examples/future-reservation.yaml", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct {
+		Placements []struct{ Workload, Node string }   `json:"placements"`
+		Pending    []struct{ Workload, Reason string } `json:"pending"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]string{}
+	for _, p := range plan.Placements {
+		on[p.Workload] = p.Node
+	}
+	reserved := map[string]bool{"eus-h1-n0000": true, "eus-h1-n0001": true} // train-window's, bound in fleet order
+	if !reserved[on["eval-short"]] || on["busy"] != "eus-h1-n0002" || len(on) != 2 {
+		t.Errorf("placements %v: want eval-short on train-window's machines, busy on eus-h1-n0002, nothing else", on)
+	}
+	if len(plan.Pending) != 1 || plan.Pending[0].Workload != "long-train" ||
+		!strings.Contains(plan.Pending[0].Reason, "8 idle H100-80G held for a reservation from 2026-03-02T10:00:00Z") {
+		t.Errorf("pending %v: want long-train alone, its reason naming the 8 GPUs held from 10:00", plan.Pending)
+	}
+}
