@@ -38,6 +38,9 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	if s.scorer, err = newScorer(in); err != nil {
 		conflicts = append(conflicts, err.Error())
 	}
+	for i := range in.Reservations {
+		s.upcoming = s.upcoming || in.Reservations[i].Upcoming(in.Now)
+	}
 	s.usage = tenancy.NewLedger(s.tree)
 	s.reserved = tenancy.NewLedger(s.tree)
 	s.tree.ChargeReservations(s.reserved, in.Reservations, f.Catalog, in.Now)

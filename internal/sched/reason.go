@@ -2,11 +2,11 @@ package sched
 
 import (
 	"fmt"
-	"github.com/arbiterhq/arbiter/internal/spot"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/spot"
 )
 
 // Blocker is why a workload could not be placed at one flavor and region,

@@ -169,10 +169,13 @@ type hopelessKey struct {
 	pools                          string // the workload's pool constraint, if any
 }
 
-func keyOf(cl *claim) hopelessKey {
+func (s *snapshot) keyOf(cl *claim) hopelessKey {
 	k := hopelessKey{tenant: cl.tenant, onRes: cl.onRes, count: cl.count, replicas: cl.w.Replicas, perGPU: cl.perGPU,
 		prio: cl.w.Priority, within: cl.within, preemptible: cl.w.Preemptible, gang: cl.w.Gang(), exit: ExitTime(cl.w),
-		runtime: cl.w.ExpectedRuntime, cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
+		cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
+	if s.upcoming {
+		k.runtime = cl.w.ExpectedRuntime
+	}
 	if len(cl.w.Pools) > 0 {
 		k.pools = strings.Join(cl.w.Pools, "\x00")
 	}
@@ -186,11 +189,11 @@ func (s *snapshot) hopeless(cl *claim) {
 	if s.failed == nil {
 		s.failed = map[hopelessKey]int{}
 	}
-	s.failed[keyOf(cl)] = s.evictions
+	s.failed[s.keyOf(cl)] = s.evictions
 }
 
 func (s *snapshot) knownHopeless(cl *claim) bool {
-	n, ok := s.failed[keyOf(cl)]
+	n, ok := s.failed[s.keyOf(cl)]
 	return ok && n == s.evictions
 }
 
@@ -376,9 +379,9 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 	// Alike workloads usually come one after another in the order, so the
 	// last decision is compared first, without hashing the key.
 	r := s.lastRepeat
-	if r == nil || r.placed != s.placed || !alike(r.w, w) {
+	if r == nil || r.placed != s.placed || !s.alike(r.w, w) {
 		var ok bool
-		if r, ok = s.repeats[repeatKeyOf(w)]; !ok || r.placed != s.placed || !alike(r.w, w) {
+		if r, ok = s.repeats[repeatKeyOf(w)]; !ok || r.placed != s.placed || !s.alike(r.w, w) {
 			return Pending{}, false
 		}
 		s.lastRepeat = r
@@ -390,13 +393,27 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 
 // alike reports whether a and b agree on everything scheduleOne reads but
 // their names (the fields of repeatKey, and the whole flavor, region and
-// pool lists).
+// pool lists), in any state.
 func alike(a, b *workload.Workload) bool {
+	return a.ExpectedRuntime == b.ExpectedRuntime && alikeNow(a, b)
+}
+
+// alike is alike for this snapshot's state: the expected runtime is read
+// only to decide who may use an upcoming reservation's machines, so
+// without one it is not compared (the simulator's jobs all differ in it).
+func (s *snapshot) alike(a, b *workload.Workload) bool {
+	if s.upcoming {
+		return alike(a, b)
+	}
+	return alikeNow(a, b)
+}
+
+// alikeNow is alike but for the expected runtime.
+func alikeNow(a, b *workload.Workload) bool {
 	return a.Tenant == b.Tenant && a.Priority == b.Priority && a.Preemptible == b.Preemptible &&
 		a.GPUs == b.GPUs && a.Replicas == b.Replicas && a.CPU == b.CPU && a.Memory == b.Memory &&
 		a.Topology == b.Topology && a.Reservation == b.Reservation && a.MaxPrice == b.MaxPrice &&
 		a.GracePeriod == b.GracePeriod && // ExitTime: may it borrow reserved capacity?
-		a.ExpectedRuntime == b.ExpectedRuntime && // may it use an upcoming reservation's machines?
 		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Regions, b.Regions) && slices.Equal(a.Pools, b.Pools)
 }
 

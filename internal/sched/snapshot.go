@@ -114,11 +114,14 @@ type runState struct {
 
 // snapshot is the mutable copy of the world one cycle works on.
 type snapshot struct {
-	in      *Input
-	buf     *scratch // reused buffers (see scratch)
-	nodes   []nodeState
-	pools   []*pool
-	poolIdx map[poolKey]int
+	in  *Input
+	buf *scratch // reused buffers (see scratch)
+	// upcoming is set when a reservation is bound and before its window:
+	// then a workload's expected runtime decides where it may go.
+	upcoming bool
+	nodes    []nodeState
+	pools    []*pool
+	poolIdx  map[poolKey]int
 	// regionModel lists, per (region, model), the pools holding such nodes.
 	regionModel map[tenancy.Key][]int
 	blocks      map[fleet.BlockID][]int // node indices per block
