@@ -133,7 +133,8 @@ examples/knobs/ and docs/sim-seeds.md.`,
 			writeHeldOut(w, held)
 			fmt.Fprintf(w, "held-out score: tuned %.6g, as written %.6g\n", kf.Score(held.Strategies[1].Metrics), kf.Score(held.Strategies[0].Metrics))
 			return writeTuned(w, tn, res.Best.Setting, out, fmt.Sprintf("tuned by arbiter sim tune --strategy %s --knobs %s --seeds %s: %s",
-				strategy, knobs, seedsString(seeds), describeSetting(kf, res.Best.Setting)))
+				strategy, knobs, seedsString(seeds), describeSetting(kf, res.Best.Setting)),
+				fmt.Sprintf("Tuned on seeds %s: %s (numbers above are the file's before tuning).", seedsString(seeds), describeSetting(kf, res.Best.Setting)))
 		},
 	}
 	f := cmd.Flags()
@@ -233,12 +234,13 @@ func writeHeldOut(w io.Writer, res *sim.SeedResults) {
 }
 
 // writeTuned writes the tuned strategy (and its policy file, if any) to out.
-func writeTuned(w io.Writer, tn *sim.Tuner, s sim.Setting, out, comment string) error {
+// The strategy's description gains tuned, which says what tuning changed.
+func writeTuned(w io.Writer, tn *sim.Tuner, s sim.Setting, out, comment, tuned string) error {
 	v, err := tn.Variant(s)
 	if err != nil {
 		return err
 	}
-	st, polName, pol, err := v.Files(out, comment)
+	st, polName, pol, err := v.Files(out, comment, tuned)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,11 @@ knobs:
 	if err != nil || !strings.Contains(string(pol), "ai_training_priority") {
 		t.Fatalf("tuned policies: %v\n%s", err, pol)
 	}
+	// The report's paragraph is the description: it says what was tuned.
+	st, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(st), "Tuned on seeds 1,2: threshold = ") || !strings.Contains(string(st), "before tuning") {
+		t.Errorf("tuned strategy's description does not say what tuning changed: %v\n%s", err, st)
+	}
 	if _, errOut, code := run(t, "sim", "--strategies", out, "--days", "0.02", "--out", filepath.Join(dir, "sim")); code != 0 {
 		t.Fatalf("the tuned strategy does not run: %s", errOut)
 	}

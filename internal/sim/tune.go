@@ -453,13 +453,18 @@ func Overlap(a, b []uint64) (uint64, bool) {
 // Files returns the tuned strategy's text for outFile and, when it names
 // a policy file, that file's name (next to outFile) and text: the strategy
 // then names it, so that the pair loads from anywhere.
-func (v *Variant) Files(outFile, comment string) (strategy []byte, policyFile string, policies []byte, err error) {
+func (v *Variant) Files(outFile, comment, tuned string) (strategy []byte, policyFile string, policies []byte, err error) {
 	var st yaml.Node
 	if err := yaml.Unmarshal(v.Strategy, &st); err != nil {
 		return nil, "", nil, err
 	}
 	if len(st.Content) > 0 {
 		st.Content[0].HeadComment = comment
+	}
+	// The description is what the report says of the strategy: it says
+	// what tuning changed, since its own numbers are the file's before.
+	if d, err := (knobPath{steps: []pathStep{{key: "description"}}}).lookup(&st, false); err == nil && d.Value != "" && tuned != "" {
+		setScalar(d, d.Value+" "+tuned)
 	}
 	if v.Policies != nil {
 		policyFile = strings.TrimSuffix(filepath.Base(outFile), filepath.Ext(outFile)) + ".policies.yaml"
