@@ -75,3 +75,24 @@ func TestSimTuneErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestTunedExamplesRun: the tuned strategies in examples/tuned load and
+// run (the dynamic one with its own copy of the policies), and each
+// description says what tuning changed.
+func TestTunedExamplesRun(t *testing.T) {
+	var files []string
+	for _, n := range []string{"tuned-static", "tuned-dynamic", "tuned-hybrid"} {
+		f := filepath.Join("..", "..", "examples", "tuned", n+".yaml")
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "before tuning).") {
+			t.Errorf("%s: the description does not say what tuning changed", f)
+		}
+		files = append(files, f)
+	}
+	if _, errOut, code := run(t, "sim", "--strategies", strings.Join(files, ","), "--days", "0.02", "--out", t.TempDir()); code != 0 {
+		t.Fatalf("the tuned strategies do not run: %s", errOut)
+	}
+}
