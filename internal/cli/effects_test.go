@@ -3,18 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
-	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
-	"github.com/arbiterhq/arbiter/internal/config"
-	"github.com/arbiterhq/arbiter/internal/server"
-	"github.com/arbiterhq/arbiter/internal/store"
 )
 
 // TestWorkloadShowPrintsPolicyEffects: after set_priority fired,
@@ -22,33 +16,15 @@ import (
 // which policy set it since when (show used to say "normal").
 func TestWorkloadShowPrintsPolicyEffects(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "a.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	cfg, err := config.Parse("fleet.yaml", []byte(`
+	s, url := seededServer(t, `
 fleet:
   regions:
     - name: eastus
       zones: [{name: "1", blocks: [{name: b, nodes: [{sku: Standard_ND96amsr_A100_v4, count: 2}]}]}]
 tenants:
   - name: acme
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := server.Seed(ctx, st, cfg, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	const admin = "admin-secret-for-cli-tests-0123"
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	c := client.New(hs.URL, admin)
+`)
+	c := client.New(url, testAdmin)
 	if _, err := c.Submit(ctx, "acme", api.WorkloadSpec{Name: "train", GPUs: 8000, Replicas: 1, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +41,7 @@ tenants:
 	since := time.Now().UTC().Format("15:04")
 	for _, args := range [][]string{{"workload", "show", "train"}, {"workload", "why", "train"}} {
 		var out, errb bytes.Buffer
-		if code := Main(append(args, "--tenant", "acme", "--server", hs.URL, "--token", admin), &out, &errb); code != 0 {
+		if code := Main(append(args, "--tenant", "acme", "--server", url, "--token", testAdmin), &out, &errb); code != 0 {
 			t.Fatalf("%v: exit %d %s", args, code, errb.String())
 		}
 		got := out.String()

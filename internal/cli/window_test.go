@@ -33,27 +33,38 @@ tenants:
 // flags that reach it as the admin acting for fabrikam.
 func windowServer(t *testing.T) []string {
 	t.Helper()
+	_, url := seededServer(t, windowWorld)
+	return []string{"--server", url, "--token", testAdmin, "--tenant", "fabrikam"}
+}
+
+// testAdmin is the admin token of seededServer's servers.
+const testAdmin = "admin-secret-for-cli-tests-0123"
+
+// seededServer is a live server (bbolt store in a temporary directory,
+// real HTTP) seeded with the config world, closed with the test; its
+// admin token is testAdmin.
+func seededServer(t *testing.T, world string) (*server.Server, string) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "a.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	cfg, err := config.Parse("w.yaml", []byte(windowWorld))
+	cfg, err := config.Parse("world.yaml", []byte(world))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := server.Seed(ctx, st, cfg, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	const admin = "admin-secret-for-cli-tests-0123"
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return []string{"--server", hs.URL, "--token", admin, "--tenant", "fabrikam"}
+	return s, hs.URL
 }
 
 // TestReservationCreateWindowFlags (issue 17 item 4): --start and --end
