@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/arbiterhq/arbiter/examples"
 )
 
 // TestHonourWindowIsTheScenarios: the scenario declares the reservations'
@@ -72,18 +70,7 @@ generators:
 // those first). Counting only running work (and earlier claims that were
 // themselves promises) made c a promise broken: 1 of 2 honoured.
 func TestClaimBehindAQueuedClaimIsNoPromise(t *testing.T) {
-	sc, err := ParseScenario("queued-claim.yaml", []byte(queuedClaim))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := LoadStrategy(examples.FS, "strategies/default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(sc, st, Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sc := scenarioSim(t, "queued-claim.yaml", queuedClaim)
 	placed := map[string]time.Duration{}
 	s.afterStep = func() {
 		for _, j := range s.jobs {

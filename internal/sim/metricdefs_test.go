@@ -11,9 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/arbiterhq/arbiter/examples"
 )
 
 var updateMetricsDoc = flag.Bool("update-metrics-doc", false, "rewrite docs/metrics.md from the metric table")
@@ -238,18 +235,7 @@ generators:
 // training shows n/a for their metrics in the table, null in results.json
 // and n/a in the report (it showed "SLO 100%").
 func TestNotApplicableIsNA(t *testing.T) {
-	sc, err := ParseScenario("batch-only.yaml", []byte(noServices))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := LoadStrategy(examples.FS, "strategies/default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(sc, st, Options{Seed: 1, Duration: 6 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sc := scenarioSim(t, "batch-only.yaml", noServices)
 	res := &Results{Scenario: sc.Name, Seed: 1, Strategies: []*StrategyResult{s.Run(), nil}}
 	res.Strategies[1] = res.Strategies[0]
 	na := []string{"inference_slo_attainment", "inference_p99_ms", "reservation_honour_rate", "training_gpu_hours", "training_jct_p50_h",
@@ -422,18 +408,7 @@ func TestBestOf(t *testing.T) {
 func TestFailureReasonNoCycle(t *testing.T) {
 	src := strings.Replace(noServices, "duration: 6h\n", "duration: 6h\ncycle: 2h\n", 1)
 	src = strings.Replace(src, "{name: jobs, kind: batch,", "{name: jobs, kind: vm, patience: 10m,", 1)
-	sc, err := ParseScenario("slow-cycle.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := LoadStrategy(examples.FS, "strategies/default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(sc, st, Options{Seed: 1, Duration: 6 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := scenarioSim(t, "slow-cycle.yaml", src)
 	c := s.Run().Classes.Get("jobs")
 	if c == nil || c.CapacityFailures == 0 {
 		t.Fatalf("no capacity failures: %+v", c)

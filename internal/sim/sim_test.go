@@ -11,6 +11,25 @@ import (
 	"github.com/arbiterhq/arbiter/examples"
 )
 
+// scenarioSim is a simulation of the scenario text under the default
+// strategy, seed 1, over the scenario's own duration.
+func scenarioSim(t *testing.T, file, src string) (*Sim, *Scenario) {
+	t.Helper()
+	sc, err := ParseScenario(file, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := LoadStrategy(examples.FS, "strategies/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(sc, st, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, sc
+}
+
 func runShort(t testing.TB, strategy string, days int, seed uint64) *StrategyResult {
 	t.Helper()
 	sc, err := LoadScenario("")
