@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -292,8 +291,9 @@ func (s *snapshot) classifyBorrowers() {
 		nanos := true // every StartedAt is exact in int64 nanoseconds
 		for _, i := range grp {
 			w := s.run[i].w
-			k := borrowKey{run: i, prio: w.Priority, within: w.Running.Within, started: w.Running.StartedAt.UnixNano(), w: w}
-			if !w.Running.StartedAt.Equal(time.Unix(0, k.started)) {
+			k := borrowKey{run: i, prio: w.Priority, within: w.Running.Within, w: w}
+			var exact bool
+			if k.started, exact = unixNanos(w.Running.StartedAt); !exact {
 				nanos = false
 			}
 			keys = append(keys, k)

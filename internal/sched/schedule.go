@@ -229,8 +229,9 @@ func (s *snapshot) order() []*workload.Workload {
 		if w.Running != nil {
 			continue
 		}
-		it := orderItem{w: w, prio: w.Priority, at: w.SubmittedAt.UnixNano()}
-		if !w.SubmittedAt.Equal(time.Unix(0, it.at)) {
+		it := orderItem{w: w, prio: w.Priority}
+		var exact bool
+		if it.at, exact = unixNanos(w.SubmittedAt); !exact {
 			nanos = false
 		}
 		if t, ok := s.tree.Lookup(w.Tenant); ok && len(w.Flavors) > 0 && len(w.Regions) > 0 {
@@ -271,6 +272,13 @@ func (s *snapshot) order() []*workload.Workload {
 		out[i] = it.w
 	}
 	return out
+}
+
+// unixNanos is t in Unix nanoseconds, and whether that is exact (t within
+// int64 nanoseconds of 1970): only then do the integers order as the times.
+func unixNanos(t time.Time) (int64, bool) {
+	n := t.UnixNano()
+	return n, t.Equal(time.Unix(0, n))
 }
 
 // orderItem is a pending workload with its sort keys, computed once per

@@ -73,6 +73,17 @@ func usage(wd *world, tenants []string, region string, now time.Time) []api.Usag
 	return out
 }
 
+// otherReservations is wd's reservations but res, as the tenancy model.
+func otherReservations(wd *world, res *store.Reservation) []tenancy.Reservation {
+	var out []tenancy.Reservation
+	for _, o := range wd.Reservations {
+		if o.Key() != res.Key() {
+			out = append(out, reservationModel(o))
+		}
+	}
+	return out
+}
+
 // admitReservation refuses (409 QuotaExceeded, naming the limit and the
 // numbers) a reservation whose capacity would take its owner, or an
 // ancestor, above a limit: running work outside reservations (for a
@@ -82,12 +93,7 @@ func usage(wd *world, tenants []string, region string, now time.Time) []api.Usag
 // must not include it.
 func admitReservation(wd *world, res *store.Reservation, now time.Time) error {
 	r := reservationModel(res)
-	var others []tenancy.Reservation
-	for _, o := range wd.Reservations {
-		if o.Key() != res.Key() {
-			others = append(others, reservationModel(o))
-		}
-	}
+	others := otherReservations(wd, res)
 	var at time.Time
 	if res.Start.After(now) {
 		at = res.Start

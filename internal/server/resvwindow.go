@@ -48,12 +48,7 @@ func checkWindow(start, end, now time.Time) error {
 // window. Partitioned machines serve no reservation.
 func checkCalendar(wd *world, res *store.Reservation, now time.Time) error {
 	r := reservationModel(res)
-	var others []tenancy.Reservation
-	for _, o := range wd.Reservations {
-		if o.Key() != res.Key() {
-			others = append(others, reservationModel(o))
-		}
-	}
+	others := otherReservations(wd, res)
 	part := wd.partitioned()
 	usable := func(n *fleet.Node) bool { _, p := part[n.ID]; return !p }
 	return tenancy.CheckCalendar(&r, others, wd.Fleet, usable, now)
