@@ -51,6 +51,9 @@ type Options struct {
 	// capacity back; it is lent only to work that leaves within it
 	// (default sched.DefaultHonourWindow).
 	HonourWindow time.Duration `yaml:"reservation_honour_window"`
+	// Planning configures planned starts (backfill); left out, the
+	// defaults (sched.DefaultPlanning).
+	Planning *PlanningSpec `yaml:"planning"`
 }
 
 // Workload is a workload as written, with its position. Read its spec
@@ -82,6 +85,8 @@ type Config struct {
 	Fleet     *fleet.Fleet
 	Tree      *tenancy.Tree
 	Workloads []*workload.Workload
+	// Planning is the resolved options.planning.
+	Planning sched.Planning
 }
 
 // Load reads and validates one config file.
@@ -133,6 +138,11 @@ func Resolve(file string, f File) (*Config, error) {
 		}
 		errs.Add(pos, "options.scorer", "unknown scorer %q (known: %v)", f.Options.Scorer, sched.ScorerNames())
 	}
+	optAt := at
+	if f.Options.Pos.Line > 0 {
+		optAt = f.Options.Pos
+	}
+	planning := f.Options.Planning.Resolve("options.planning", optAt, &errs)
 	for ti, t := range f.Tenants {
 		for qi, q := range t.Quota {
 			if _, ok := cat.Model(q.Flavor); !ok {
@@ -231,7 +241,7 @@ func Resolve(file string, f File) (*Config, error) {
 	if err := f.Limits.Validate(); err != nil {
 		errs.Add(at, "limits", "%v", err)
 	}
-	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws}
+	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning}
 	c.bindReservations(&errs)
 	if err := errs.Err(); err != nil {
 		return nil, err
@@ -372,6 +382,7 @@ func (c *Config) Input() sched.Input {
 			DisablePreemption:     c.File.Options.DisablePreemption,
 			OverflowBeforePreempt: c.File.Options.OverflowBeforePreempt,
 			HonourWindow:          honourWindow(c.File.Options.HonourWindow),
+			Planning:              c.Planning,
 		},
 	}
 }

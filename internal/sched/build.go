@@ -40,6 +40,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	for i := range in.Reservations {
 		s.upcoming = s.upcoming || in.Reservations[i].Upcoming(in.Now)
 	}
+	s.setThresholds()
 	s.usage = tenancy.NewLedger(s.tree)
 	s.reserved = tenancy.NewLedger(s.tree)
 	s.tree.ChargeReservations(s.reserved, in.Reservations, f.Catalog, in.Now)

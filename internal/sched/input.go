@@ -76,6 +76,10 @@ type Options struct {
 	// later): for callers such as the simulator that decide thousands of
 	// pending workloads per cycle and read no messages.
 	TerseReasons bool
+	// Planning plans starts for the highest-ordered pending workloads that
+	// do not fit now and holds capacity for them (backfill); the zero
+	// value plans nothing. See Planning.
+	Planning Planning
 
 	// noRepeat turns off the repeat memo (see repeatKey) so that tests
 	// can check it never changes a plan.

@@ -81,6 +81,9 @@ type Pending struct {
 	// their rendering (see Render). Alike pending workloads share them:
 	// read only.
 	Blockers []Blocker `json:"blockers,omitempty"`
+	// Planned is the workload's planned start (Options.Planning), nil
+	// when it has none.
+	Planned *PlannedStart `json:"planned,omitempty"`
 }
 
 // Overflow records a workload placed away from its first choice.

@@ -73,10 +73,13 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 	if cl.within && r.borrows && r.tenant != cl.tenant {
 		return victim{ri, 0}, true
 	}
+	if s.overrunVictim(cl, ri) {
+		return victim{ri, 0}, true // run past its expected runtime: first to go
+	}
 	// Priority preemption across tenants only takes borrowed capacity:
 	// taking another tenant's guaranteed share would let it reclaim the
 	// share back at once, and the two would evict each other forever.
-	if r.w.Preemptible && r.w.Priority < cl.w.Priority && (r.tenant == cl.tenant || (r.borrows && !s.shield[r.w.Name])) {
+	if r.w.Preemptible && r.w.Priority < cl.w.Priority && (r.tenant == cl.tenant || (r.borrows && !s.shield[r.w.Name])) && !s.starved(r.w) {
 		return victim{ri, 1}, true
 	}
 	return victim{}, false
@@ -316,6 +319,8 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 		switch {
 		case cl.onRes >= 0:
 			why = fmt.Sprintf("reservation %s claimed by its owner %s", s.in.Reservations[cl.onRes].Name, s.tree.Tenants[cl.tenant].Name)
+		case v.class == 0 && s.overrunVictim(cl, v.run):
+			why = fmt.Sprintf("ran past its expected runtime; the planned start of %s needs its GPUs", cl.w.Name)
 		case v.class == 0:
 			why = fmt.Sprintf("tenant %s reclaims its guarantee of %s in %s from borrower %s", s.tree.Tenants[cl.tenant].Name, cl.cand.model, cl.cand.region, s.tree.Tenants[r.tenant].Name)
 		default:

@@ -2,11 +2,13 @@ package sched
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/spot"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // Blocker is why a workload could not be placed at one flavor and region,
@@ -63,6 +65,12 @@ type Blocker struct {
 	// within the honour window (NoCapacity). The reservation is not named:
 	// it may be another tenant's.
 	Held *UpcomingHold `json:"held,omitempty"`
+	// Planned is the free capacity in reach held for planned starts
+	// (Options.Planning) that the workload may not use: it is expected to
+	// run past the earliest of them, Start, and the planned workload could
+	// not evict it then (NoCapacity, NoBlock). The planned workloads are not
+	// named: they may be other tenants'.
+	Planned *PlanHold `json:"planned,omitempty"`
 	// Hold is the policy cap holding the workload back (PolicyHeld);
 	// Limit is then the cap, Used what the capped work already holds.
 	Hold *PolicyHold `json:"hold,omitempty"`
@@ -71,6 +79,13 @@ type Blocker struct {
 // UpcomingHold is idle capacity held for reservation windows that open
 // soon: Free GPUs, the earliest window opening at Start.
 type UpcomingHold struct {
+	Free  resource.MilliGPU `json:"free"`
+	Start time.Time         `json:"start"`
+}
+
+// PlanHold is free capacity held for planned starts: Free GPUs, the
+// earliest planned start at Start.
+type PlanHold struct {
 	Free  resource.MilliGPU `json:"free"`
 	Start time.Time         `json:"start"`
 }
@@ -168,12 +183,18 @@ func (b Blocker) text() string {
 		if len(b.Pools) > 0 {
 			where = fmt.Sprintf("%s pools %v", b.Region, b.Pools)
 		}
+		var msg string
 		if b.Code == ReasonNoBlock {
-			return fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s", where, b.Requested, b.Flavor, b.Replicas, b.PerReplica, why)
+			msg = fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s", where, b.Requested, b.Flavor, b.Replicas, b.PerReplica, why)
+		} else {
+			msg = fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s", b.Replicas, b.PerReplica, b.Flavor, where, b.Free, why)
 		}
-		msg := fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s", b.Replicas, b.PerReplica, b.Flavor, where, b.Free, why)
 		if h := b.Held; h != nil {
 			msg += fmt.Sprintf("; %v idle %s held for a reservation from %s, lent only to work expected to end by then or preemptible",
+				h.Free, b.Flavor, h.Start.UTC().Format(time.RFC3339))
+		}
+		if h := b.Planned; h != nil {
+			msg += fmt.Sprintf("; %v free %s held for planned starts from %s, lent only to work expected to end by then or that the planned work may preempt",
 				h.Free, b.Flavor, h.Start.UTC().Format(time.RFC3339))
 		}
 		return msg
@@ -185,6 +206,8 @@ func (b Blocker) text() string {
 // Details (one line per flavor and region tried, when it tried several)
 // from its Blockers. A Pending without Blockers (one a caller made, such as
 // PolicyHeld) keeps its text.
+// A planned start (Planned) is added to Reason, names and all: a caller
+// showing it to a tenant renders the plan itself (PlannedStart.Text).
 func (p *Pending) Render() {
 	if len(p.Blockers) == 0 {
 		return
@@ -197,22 +220,97 @@ func (p *Pending) Render() {
 			p.Details[i] = string(b.Flavor) + "/" + b.Region + ": " + b.String()
 		}
 	}
+	p.addPlan()
+}
+
+// addPlan appends the planned start to Reason.
+func (p *Pending) addPlan() {
+	if p.Planned != nil {
+		p.Reason += "; " + p.Planned.Text(nil)
+	}
+}
+
+// Text renders the planned start: "planned to start at T in REGION block
+// B when train-a and 3 others end". show, when set, says which ending
+// workloads may be named (a tenant sees only its own); the others are
+// counted.
+func (p *PlannedStart) Text(show func(workload.ID) bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "planned to start at %s in %s", p.Start.UTC().Format(time.RFC3339), p.Region)
+	if p.Block != "" {
+		fmt.Fprintf(&b, " block %s", p.Block)
+	} else {
+		fmt.Fprintf(&b, " on %d node%s", p.Nodes, plural(p.Nodes))
+	}
+	var names []string
+	for _, id := range p.Ending {
+		if show == nil || show(id) {
+			names = append(names, string(id))
+		}
+	}
+	switch others := p.EndingCount - len(names); {
+	case p.EndingCount == 0:
+	case len(names) == 0:
+		fmt.Fprintf(&b, " when %d running workload%s end", others, plural(others))
+	case others == 0 && len(names) == 1:
+		fmt.Fprintf(&b, " when %s ends", names[0])
+	case others == 0:
+		fmt.Fprintf(&b, " when %s and %s end", strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+	default:
+		fmt.Fprintf(&b, " when %s and %d other%s end", strings.Join(names, ", "), others, plural(others))
+	}
+	if p.Evicts > 0 {
+		fmt.Fprintf(&b, ", evicting %d workload%s it may preempt", p.Evicts, plural(p.Evicts))
+	}
+	if p.Starving {
+		fmt.Fprintf(&b, " (waited %s, over its class's bound of %s: the block is drained for it)", roundDur(p.Waited), roundDur(p.MaxWait))
+	}
+	return b.String()
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// roundDur renders d to the minute: 40h, 1h30m, 45m.
+func roundDur(d time.Duration) string {
+	d = d.Round(time.Minute)
+	h, m := d/time.Hour, (d%time.Hour)/time.Minute
+	switch {
+	case h == 0:
+		return fmt.Sprintf("%dm", m)
+	case m == 0:
+		return fmt.Sprintf("%dh", h)
+	}
+	return fmt.Sprintf("%dh%dm", h, m)
 }
 
 // render renders every pending decision of the plan. Alike workloads share
 // their decision's Blockers (see repeated), so each is rendered once.
 func (p *Plan) render() {
-	done := map[*Blocker]*Pending{}
+	type text struct {
+		reason  string
+		details []string
+	}
+	done := map[*Blocker]text{}
 	do := func(x *Pending) {
 		if len(x.Blockers) == 0 {
 			return
 		}
 		if d, ok := done[&x.Blockers[0]]; ok {
-			x.Reason, x.Details = d.Reason, d.Details
+			x.Reason, x.Details = d.reason, d.details
+			x.addPlan()
 			return
 		}
+		planned := x.Planned
+		x.Planned = nil
 		x.Render()
-		done[&x.Blockers[0]] = x
+		done[&x.Blockers[0]] = text{x.Reason, x.Details}
+		x.Planned = planned
+		x.addPlan()
 	}
 	for i := range p.Pending {
 		do(&p.Pending[i])

@@ -85,6 +85,9 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 			done[i] = s.claimReservation(w, &plan)
 		}
 	}
+	if s.planning() {
+		s.planStarving(pending)
+	}
 	// Evictions late in a pass can make room for, or bring within its
 	// guarantee, a workload decided earlier; so while a pass evicts, the
 	// workloads still pending get another pass (at most maxPasses).
@@ -93,14 +96,16 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 		plan.Pending = plan.Pending[:0]
 		for i, w := range pending {
 			if !done[i] {
-				done[i] = s.scheduleOne(w, &plan)
+				if done[i] = s.scheduleOne(w, &plan); !done[i] {
+					s.afterPending(w, &plan)
+				}
 			}
 		}
 		if len(plan.Preemptions) == evictedBefore || len(plan.Pending) == 0 {
 			break
 		}
 	}
-	if s.placed == 0 && len(plan.Preemptions) == 0 {
+	if s.placed == 0 && len(plan.Preemptions) == 0 && s.planned == 0 {
 		plan.Classes = s.classes()
 	}
 	return plan, s
@@ -162,7 +167,8 @@ type hopelessKey struct {
 	prio                           workload.Priority
 	within, preemptible, gang      bool
 	exit                           time.Duration // ExitTime: decides whether it may borrow reserved capacity
-	runtime                        time.Duration // ExpectedRuntime: may it use an upcoming reservation's machines?
+	timeClass                      int           // expected end (timeClass): may it use held or upcoming reserved machines?
+	overrun                        bool          // may it evict overrunning work (overrunVictim)?
 	cpu                            resource.MilliCPU
 	mem                            resource.MiB
 	cand                           candidate
@@ -173,9 +179,10 @@ func (s *snapshot) keyOf(cl *claim) hopelessKey {
 	k := hopelessKey{tenant: cl.tenant, onRes: cl.onRes, count: cl.count, replicas: cl.w.Replicas, perGPU: cl.perGPU,
 		prio: cl.w.Priority, within: cl.within, preemptible: cl.w.Preemptible, gang: cl.w.Gang(), exit: ExitTime(cl.w),
 		cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
-	if s.upcoming {
-		k.runtime = cl.w.ExpectedRuntime
+	if s.timed() {
+		k.timeClass = s.timeClass(cl.w)
 	}
+	k.overrun = s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w)
 	if len(cl.w.Pools) > 0 {
 		k.pools = strings.Join(cl.w.Pools, "\x00")
 	}
@@ -358,7 +365,7 @@ type repeatKey struct {
 }
 
 // repeat is the last pending decision for a repeatKey: the workload it was
-// made for, the placement count it was made at, and its result.
+// made for, the generation it was made at (gen), and its result.
 type repeat struct {
 	w      *workload.Workload
 	placed int
@@ -387,9 +394,9 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 	// Alike workloads usually come one after another in the order, so the
 	// last decision is compared first, without hashing the key.
 	r := s.lastRepeat
-	if r == nil || r.placed != s.placed || !s.alike(r.w, w) {
+	if r == nil || r.placed != s.gen() || !s.alike(r.w, w) {
 		var ok bool
-		if r, ok = s.repeats[repeatKeyOf(w)]; !ok || r.placed != s.placed || !s.alike(r.w, w) {
+		if r, ok = s.repeats[repeatKeyOf(w)]; !ok || r.placed != s.gen() || !s.alike(r.w, w) {
 			return Pending{}, false
 		}
 		s.lastRepeat = r
@@ -407,14 +414,20 @@ func alike(a, b *workload.Workload) bool {
 }
 
 // alike is alike for this snapshot's state: the expected runtime is read
-// only to decide who may use an upcoming reservation's machines, so
-// without one it is not compared (the simulator's jobs all differ in it).
+// only to decide who may use held capacity or an upcoming reservation's
+// machines, so only which of those instants it ends by is compared
+// (timeClass), and nothing without them (the simulator's jobs all differ
+// in it).
 func (s *snapshot) alike(a, b *workload.Workload) bool {
-	if s.upcoming {
-		return alike(a, b)
+	if s.timed() {
+		return alikeNow(a, b) && s.timeClass(a) == s.timeClass(b)
 	}
 	return alikeNow(a, b)
 }
+
+// gen counts what changes decisions during a cycle: placements and plans
+// (a repeat is valid only at the count it was made at).
+func (s *snapshot) gen() int { return s.placed + s.planned }
 
 // alikeNow is alike but for the expected runtime.
 func alikeNow(a, b *workload.Workload) bool {
@@ -438,7 +451,7 @@ func (s *snapshot) remember(w *workload.Workload, p Pending) {
 	if s.repeats == nil {
 		s.repeats = map[repeatKey]*repeat{}
 	}
-	r := &repeat{w: w, placed: s.placed, p: p}
+	r := &repeat{w: w, placed: s.gen(), p: p}
 	s.repeats[repeatKeyOf(w)] = r
 	s.lastRepeat = r
 }
@@ -747,7 +760,8 @@ func (s *snapshot) mayBorrowReserved(w *workload.Workload) bool {
 // expected runtime is at most r's Start. Work without an expected runtime
 // is not expected to end.
 func (s *snapshot) endsBefore(w *workload.Workload, r *tenancy.Reservation) bool {
-	return r.Upcoming(s.in.Now) && w.ExpectedRuntime > 0 && !s.in.Now.Add(w.ExpectedRuntime).After(r.Start)
+	rt := s.runtime(w)
+	return r.Upcoming(s.in.Now) && rt > 0 && !s.in.Now.Add(rt).After(r.Start)
 }
 
 // place puts every replica of the claim, preempting if allowed; on success
@@ -818,6 +832,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	}
 	s.commit()
 	s.placed++
+	s.recordFresh(cl, placed)
 	s.foreignPrio = append(s.foreignPrio, s.claimPrio...)
 	if cl.onRes >= 0 {
 		s.resUsed[cl.onRes] = s.resUsed[cl.onRes].Add(cl.total)
@@ -840,6 +855,7 @@ func (s *snapshot) assignGPUs(cl *claim, r, i int, gpus []int) Placement {
 		gpus = pickGPUs(s.nodes[i].free, cl.perGPU, cl.count)
 	}
 	s.take(i, gpus, cl.perGPU, cl.w.CPU, cl.w.Memory)
+	s.useSlack(cl, i)
 	return Placement{
 		Workload: cl.w.Name, Replica: r, Node: s.nodes[i].node.ID, GPUs: gpus, Milli: int64(cl.perGPU),
 		Flavor: cl.cand.model, Region: cl.cand.region, OnReservation: cl.onRes >= 0,
@@ -885,7 +901,10 @@ func pickGPUs(free []int32, milli int32, count int) []int {
 // is counted apart, by slots.
 func (s *snapshot) nodeAdmits(cl *claim, i int, cpu, mem int64) bool {
 	// A node that is down is in no pool (pool -1, see instantiate).
-	return s.nodes[i].pool >= 0 && cpu >= int64(cl.w.CPU) && mem >= int64(cl.w.Memory)
+	// GPUs held for a planned start are counted here, as replicas
+	// (heldReplicas): the pools index free GPUs, not holds.
+	return s.nodes[i].pool >= 0 && cpu >= int64(cl.w.CPU) && mem >= int64(cl.w.Memory) &&
+		(s.holdsAt == nil || s.heldReplicas(cl, i) > 0)
 }
 
 // replicasFit is how many replicas of the claim node i can take, given
@@ -921,6 +940,9 @@ func (s *snapshot) admitReplicas(cl *claim, i, n int, cpu, mem int64) int {
 	}
 	if m := int64(cl.w.Memory); m > 0 {
 		n = min(n, int(mem/m))
+	}
+	if s.holdsAt != nil {
+		n = min(n, s.heldReplicas(cl, i))
 	}
 	return n
 }
@@ -1066,6 +1088,9 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 func (s *snapshot) noFit(cl *claim, preempt bool, at *Blocker) {
 	*at = Blocker{Code: ReasonNoCapacity, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
 		Requested: cl.total, Replicas: cl.w.Replicas, PerReplica: cl.w.GPUs, Preempted: preempt}
+	if s.holdsAt != nil {
+		at.Planned = s.heldFree(cl)
+	}
 	if cl.w.Gang() && cl.w.Replicas > 1 {
 		at.Code = ReasonNoBlock
 		return

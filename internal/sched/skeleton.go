@@ -2,6 +2,7 @@ package sched
 
 import (
 	"slices"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -37,6 +38,8 @@ type scratch struct {
 	group    []int // classifyBorrowers
 	borrow   []borrowKey
 	items    []orderItem
+	slots    []slotAt        // planned starts
+	ends     []time.Duration // planned starts
 	pending  []*workload.Workload
 	// where remembers the fleet index of each running workload's replicas
 	// in the last snapshot (where[0]) and collects this one's (where[1]).

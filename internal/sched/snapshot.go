@@ -2,6 +2,7 @@ package sched
 
 import (
 	"math/bits"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -177,6 +178,23 @@ type snapshot struct {
 	scoreNode score.Node
 	gpuBuf    []int
 
+	// Planned starts (backfill.go): plans per workload planned this cycle
+	// (nil: tried, none), planned counts them; holds and, per node, the
+	// holds on it, the GPUs they hold and the slack left for work that
+	// may not use held GPUs; fresh lists this cycle's placements, freshAt
+	// per node; thresholds are the instants a workload's expected end is
+	// compared with (timeClass).
+	plans      map[*workload.Workload]*PlannedStart
+	planned    int
+	holds      []hold
+	holdsAt    [][]int32
+	heldGPUs   []int
+	heldNodes  []int // nodes with holds, in hold order (a node may repeat)
+	slack      []int
+	fresh      []freshRep
+	freshAt    [][]int32
+	thresholds []time.Duration
+
 	// Scratch space.
 	cands     []candidate
 	reasons   []Blocker
@@ -262,6 +280,7 @@ const (
 	opRefund
 	opEvict
 	opResUse // reservation run lost amt
+	opSlack  // node's slack lost delta GPUs
 )
 
 // take removes milli from GPUs gpus of node i.
@@ -359,6 +378,8 @@ func (s *snapshot) rollback(m int) {
 			s.run[c.run].evicted = false
 		case opResUse:
 			s.resUsed[c.run] = s.resUsed[c.run].Add(c.amt)
+		case opSlack:
+			s.slack[c.node] += int(c.delta)
 		}
 	}
 	s.journal = s.journal[:m]

@@ -3,6 +3,7 @@ package sim
 import (
 	_ "embed"
 	"fmt"
+	"github.com/arbiterhq/arbiter/internal/config"
 	"math"
 	"os"
 	"time"
@@ -26,7 +27,12 @@ type Scenario struct {
 	// HonourWindow is the reservations' promise: a claim on a reservation
 	// with room is placed on it within this long (default 5m). Reserved
 	// capacity is lent only to work that leaves within it once evicted.
-	HonourWindow time.Duration         `yaml:"reservation_honour_window"`
+	HonourWindow time.Duration `yaml:"reservation_honour_window"`
+	// Planning configures the core's planned starts (backfill) for every
+	// strategy; left out, sched.DefaultPlanning.
+	Planning *config.PlanningSpec `yaml:"planning"`
+	// planning is Planning resolved.
+	planning     sched.Planning
 	Catalog      *fleet.Catalog        `yaml:"catalog"`
 	Fleet        fleet.Spec            `yaml:"fleet"`
 	Tenants      []tenancy.TenantSpec  `yaml:"tenants"`
@@ -180,6 +186,7 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	case s.HonourWindow == 0:
 		s.HonourWindow = sched.DefaultHonourWindow
 	}
+	s.planning = s.Planning.Resolve("planning", at, &errs)
 	if s.Start.IsZero() {
 		s.Start = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC) // a Monday
 	}

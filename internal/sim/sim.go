@@ -428,6 +428,14 @@ func (s *Sim) newJob(gi int) *job {
 	return j
 }
 
+// requeued sets an evicted job's expected runtime to the work it has
+// left, which the core plans around while it waits.
+func (j *job) requeued() {
+	if j.remaining > 0 && j.svc < 0 {
+		j.w.ExpectedRuntime = j.remaining
+	}
+}
+
 func (s *Sim) submit(j *job) {
 	j.seq = s.seq
 	j.submitted = s.now
@@ -535,6 +543,7 @@ func (s *Sim) cycle() {
 	in.Workloads = ws
 	in.Options = schedOptions(s.st.Options)
 	in.Options.HonourWindow = s.sc.HonourWindow
+	in.Options.Planning = s.sc.planning
 	in.Options.TerseReasons = debugFailures == nil // the run reads no messages
 	in.Cache = &s.cache
 	// Spot work is admitted below spot.AdmitFraction of its max price
@@ -587,6 +596,7 @@ func (s *Sim) cycle() {
 		s.stepEvicted = append(s.stepEvicted, j.w.Name)
 		s.release(j)
 		j.remaining += time.Duration(lost * float64(time.Second))
+		j.requeued()
 		j.waitFrom = s.now
 		s.dirty = true
 	}
@@ -611,7 +621,12 @@ func (s *Sim) cycle() {
 			s.metrics.firstPlaced(j)
 		}
 		if j.remaining > 0 && j.svc < 0 {
-			s.push(event{at: j.progressFrom.Add(j.remaining).Truncate(Step).Add(Step), kind: evComplete, job: j, version: j.version})
+			end := j.progressFrom.Add(j.remaining).Truncate(Step).Add(Step)
+			// The core plans with exact runtimes (as Slurm's backfill
+			// with accurate time limits): this run's, from its start
+			// (victims' grace included) to its completion.
+			j.w.ExpectedRuntime = end.Sub(a.StartedAt)
+			s.push(event{at: end, kind: evComplete, job: j, version: j.version})
 		}
 	}
 	// Overflow is a placement the overflow layer made: onto a flavor or
@@ -651,6 +666,7 @@ func (s *Sim) spotPrices() {
 			lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
 			s.release(j)
 			j.remaining += time.Duration(lost * float64(time.Second))
+			j.requeued()
 			s.dirty = true
 		}
 	}
