@@ -44,9 +44,9 @@ type Planning struct {
 	// and a block is drained for it; absent or zero: no bound.
 	MaxWait map[workload.Priority]time.Duration
 	// PreemptOverrun lets a planned start evict work that has run past its
-	// expected runtime (of the planned workload's priority or lower, of its
-	// tenant or borrowing), before anything else; otherwise such work keeps
-	// running and its end is unknown to the plan.
+	// expected runtime (of the planned workload's priority or lower,
+	// borrowing beyond its tenant's guarantee), before anything else;
+	// otherwise such work keeps running and its end is unknown to the plan.
 	PreemptOverrun bool
 }
 
@@ -145,14 +145,15 @@ func (s *snapshot) runEnd(ri int) (end time.Duration, overrun bool) {
 
 // overrunVictim reports whether a claim that would be planned may evict
 // running workload ri for having run past its expected runtime
-// (Planning.PreemptOverrun): of the claim's priority or lower, of its
-// tenant or borrowing, not on its own reservation.
+// (Planning.PreemptOverrun): of the claim's priority or lower, borrowing
+// (work within its tenant's guarantee is never taken this way), not on
+// its own reservation.
 func (s *snapshot) overrunVictim(cl *claim, ri int) bool {
 	if !s.in.Options.Planning.PreemptOverrun || !s.planSlot(cl.w) {
 		return false
 	}
 	r := &s.run[ri]
-	if r.w.Running.OnReservation || r.w.Priority > cl.w.Priority || !(r.tenant == cl.tenant || (r.borrows && !s.shield[r.w.Name])) {
+	if r.w.Running.OnReservation || r.w.Priority > cl.w.Priority || !r.borrows || s.shield[r.w.Name] {
 		return false
 	}
 	_, over := s.runEnd(ri)
@@ -516,10 +517,15 @@ func (s *snapshot) hold(f *planFit) *PlannedStart {
 	return p
 }
 
-// mayUseHeld reports whether the claim may use node i's held GPUs: every
-// hold there is its own, or it is expected to end by the hold's start, or
-// the hold's workload could evict it then within the honour window.
+// mayUseHeld reports whether the claim may use node i's held GPUs: it is
+// within its tenant's guarantee (a guarantee is a promise, a plan is not),
+// or every hold there is its own, or it is expected to end by the hold's
+// start, or the hold's workload could evict it then within the honour
+// window.
 func (s *snapshot) mayUseHeld(cl *claim, i int) bool {
+	if cl.within {
+		return true
+	}
 	rt := s.runtime(cl.w)
 	for _, hi := range s.holdsAt[i] {
 		h := &s.holds[hi]

@@ -105,7 +105,9 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 			break
 		}
 	}
-	if s.placed == 0 && len(plan.Preemptions) == 0 && s.planned == 0 {
+	// Holds (and, with PreemptOverrun, the planning slots that let a claim
+	// evict overrunning work) depend on the order, not on alike examples.
+	if s.placed == 0 && len(plan.Preemptions) == 0 && len(s.holds) == 0 && !(s.in.Options.Planning.PreemptOverrun && s.planned > 0) {
 		plan.Classes = s.classes()
 	}
 	return plan, s
@@ -388,8 +390,8 @@ func repeatKeyOf(w *workload.Workload) repeatKey {
 // repeated returns the decision made for a workload alike to w if nothing
 // was placed or evicted since (so the same search would fail the same way).
 func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
-	if s.repeats == nil {
-		return Pending{}, false
+	if s.repeats == nil || s.plans[w] != nil {
+		return Pending{}, false // a workload's own hold binds everyone but it
 	}
 	// Alike workloads usually come one after another in the order, so the
 	// last decision is compared first, without hashing the key.
@@ -447,6 +449,9 @@ func (s *snapshot) remember(w *workload.Workload, p Pending) {
 	}
 	if _, ok := s.scorer.(score.Chooser); ok {
 		return
+	}
+	if s.plans[w] != nil {
+		return // decided past its own hold, which binds alike workloads
 	}
 	if s.repeats == nil {
 		s.repeats = map[repeatKey]*repeat{}
