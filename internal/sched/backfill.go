@@ -470,6 +470,9 @@ func (s *snapshot) hold(f *planFit) *PlannedStart {
 			s.slack[i] = min(s.slack[i], free-s.heldGPUs[i]) - g
 		}
 		s.heldGPUs[i] += g
+		if len(s.holdsAt[i]) == 0 {
+			s.heldNodes = append(s.heldNodes, i)
+		}
 		s.holdsAt[i] = append(s.holdsAt[i], h)
 		for _, ri := range s.nodes[i].running {
 			r := &s.run[ri]
@@ -492,7 +495,6 @@ func (s *snapshot) hold(f *planFit) *PlannedStart {
 				}
 			}
 		}
-		s.heldNodes = append(s.heldNodes, i)
 	}
 	slices.SortFunc(ends, func(a, b ending) int {
 		if a.at != b.at {
@@ -526,21 +528,24 @@ func (s *snapshot) mayUseHeld(cl *claim, i int) bool {
 	if cl.within {
 		return true
 	}
-	rt := s.runtime(cl.w)
 	for _, hi := range s.holdsAt[i] {
-		h := &s.holds[hi]
-		if h.w == cl.w {
-			continue
+		if !s.mayUseHold(cl, &s.holds[hi]) {
+			return false
 		}
-		if rt > 0 && !s.in.Now.Add(rt).After(h.start) {
-			continue
-		}
-		if s.heldEvicts(h, cl) {
-			continue
-		}
-		return false
 	}
 	return true
+}
+
+// mayUseHold reports whether the claim may use the GPUs of hold h (see
+// mayUseHeld; the guarantee aside).
+func (s *snapshot) mayUseHold(cl *claim, h *hold) bool {
+	if h.w == cl.w {
+		return true
+	}
+	if rt := s.runtime(cl.w); rt > 0 && !s.in.Now.Add(rt).After(h.start) {
+		return true
+	}
+	return s.heldEvicts(h, cl)
 }
 
 // heldEvicts reports whether the hold's workload could evict the claim,
@@ -563,10 +568,39 @@ func (s *snapshot) heldEvicts(h *hold, cl *claim) bool {
 // heldFree sums the wholly free GPUs on the claim's pools' nodes that are
 // held for planned starts it may not use (nil when none): the nodes' free
 // GPUs beyond their slack.
+//
+// Claims that fail alike ask the same while nothing changes, so the last
+// answer is kept for claims of the same hold class (heldKey).
 func (s *snapshot) heldFree(cl *claim) *PlanHold {
+	k := heldKey{freeGen: s.freeGen, holds: len(s.holds), slack: s.slackGen, within: cl.within, time: s.timeClass(cl.w),
+		prio: cl.w.Priority, preemptible: cl.w.Preemptible, tenant: cl.tenant, exit: ExitTime(cl.w)}
+	if s.plans[cl.w] != nil {
+		k.own = cl.w // its own hold does not bind it: an answer for it alone
+	}
+	if s.heldMemo.set && s.heldMemo.key == k && slices.Equal(s.heldMemo.pools, cl.pools) {
+		return s.heldMemo.h
+	}
 	var h *PlanHold
-	for k, i := range s.heldNodes {
-		if slices.Contains(s.heldNodes[:k], i) || !s.inPools(cl, i) || s.mayUseHeld(cl, i) {
+	if cl.within {
+		s.heldMemo.set, s.heldMemo.key, s.heldMemo.h = true, k, nil
+		s.heldMemo.pools = append(s.heldMemo.pools[:0], cl.pools...)
+		return nil
+	}
+	// Which holds the claim may use, decided once per hold, not per node.
+	ok := s.heldMemo.ok[:0]
+	for hi := range s.holds {
+		ok = append(ok, s.mayUseHold(cl, &s.holds[hi]))
+	}
+	s.heldMemo.ok = ok
+	for _, i := range s.heldNodes {
+		if !s.inPools(cl, i) {
+			continue
+		}
+		usable := true
+		for _, hi := range s.holdsAt[i] {
+			usable = usable && ok[hi]
+		}
+		if usable {
 			continue
 		}
 		n := s.nodes[i].whole - max(s.slack[i], 0)
@@ -583,7 +617,33 @@ func (s *snapshot) heldFree(cl *claim) *PlanHold {
 			}
 		}
 	}
+	s.heldMemo.set, s.heldMemo.key, s.heldMemo.h = true, k, h
+	s.heldMemo.pools = append(s.heldMemo.pools[:0], cl.pools...)
 	return h
+}
+
+// heldKey is what heldFree's answer depends on besides the pools: the
+// state (free GPUs, holds, slack) and what mayUseHeld reads of the claim.
+type heldKey struct {
+	freeGen     uint64
+	holds       int
+	slack       int
+	within      bool
+	time        int
+	prio        workload.Priority
+	preemptible bool
+	tenant      int
+	exit        time.Duration
+	own         *workload.Workload // set for a claim with its own hold
+}
+
+// heldMemo is heldFree's last answer.
+type heldMemo struct {
+	set   bool
+	key   heldKey
+	pools []int
+	h     *PlanHold
+	ok    []bool // scratch: per hold, whether the claim may use it
 }
 
 // heldReplicas bounds how many replicas of the claim node i may take given
@@ -607,6 +667,7 @@ func (s *snapshot) useSlack(cl *claim, i int) {
 		return
 	}
 	s.slack[i] -= cl.count
+	s.slackGen++
 	s.journal = append(s.journal, change{op: opSlack, node: i, delta: int32(cl.count)})
 }
 

@@ -80,12 +80,44 @@ func BenchmarkSchedule(b *testing.B) {
 			{name: "gang-256-preempt-cycle", pending: benchWorkloads(1, "G", "ai", 8, 32, workload.PriorityHigh, workload.TopologySameBlock),
 				running: fullOfBatch},
 		}
+		if nodes == 10000 {
+			cases = append(cases, struct {
+				name         string
+				pending      []*workload.Workload
+				running      func(f *fleet.Fleet) []*workload.Workload
+				placeAll     bool
+				decisionOnly bool
+			}{name: "backfill"})
+		}
 		for _, c := range cases {
 			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, c.name), func(b *testing.B) {
 				f, tree := benchFleet(b, nodes)
 				in := Input{Now: t0, Fleet: f, Tenants: tree, Workloads: c.pending}
 				if c.running != nil {
 					in.Workloads = append(c.running(f), c.pending...)
+				}
+				if c.name == "backfill" {
+					in.Workloads, c.pending = backfillCase(f), nil
+					in.Options.Planning = DefaultPlanning()
+					in.Options.Planning.Depth = 20
+					in.Options.TerseReasons = true // as the simulator runs
+					p := Schedule(in)
+					planned := 0
+					for _, x := range p.Pending {
+						if x.Planned != nil && x.Planned.Block != "" {
+							planned++
+						}
+					}
+					if planned != 20 || len(p.Placements) == 0 {
+						b.Fatalf("%d gangs planned, %d placements (backfill)", planned, len(p.Placements))
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						Schedule(in)
+					}
+					b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cycle")
+					return
 				}
 				// The work must be real: check the plan before timing.
 				p := Schedule(in)
@@ -121,6 +153,35 @@ func BenchmarkSchedule(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkBackfill measures a cycle that plans: nodes=10000 of which 9
+// in 10 run an 8-GPU job with mixed expected ends (up to 2 days), 20
+// high-priority 256-GPU gangs that do not fit (each gets a planned start
+// and holds a block) and 100,000 pending workloads of 1-8 GPUs with mixed
+// expected runtimes, which backfill onto held GPUs only when they would
+// end in time. It is BenchmarkSchedule's nodes=10000/backfill case.
+//
+//	go test ./internal/sched -run '^$' -bench 'BenchmarkSchedule/nodes=10000/backfill' -benchmem -cpu 1
+func backfillCase(f *fleet.Fleet) []*workload.Workload {
+	var out []*workload.Workload
+	for i, n := range f.Nodes {
+		if i%10 == 9 {
+			continue
+		}
+		w := benchWorkloads(1, fmt.Sprintf("run%05d-", i), "batch", 8, 1, workload.PriorityNormal, workload.TopologyAny)[0]
+		w.ExpectedRuntime = time.Duration(1+(i*37)%96) * 30 * time.Minute
+		w.Running = &workload.Assignment{Flavor: "A100-80G", Region: "eastus", StartedAt: t0.Add(-time.Duration(i%60) * time.Minute),
+			Replicas: []workload.Replica{{Node: n.ID, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}, Milli: 1000}}}
+		out = append(out, w)
+	}
+	out = append(out, benchWorkloads(20, "G", "batch", 8, 32, workload.PriorityHigh, workload.TopologySameBlock)...)
+	pending := benchWorkloads(100_000, "p", "batch", 1, 1, workload.PriorityNormal, workload.TopologyAny)
+	for i, w := range pending {
+		w.GPUs = resource.GPUs(1 << (i % 4))
+		w.ExpectedRuntime = time.Duration(1+(i*13)%96) * 30 * time.Minute
+	}
+	return append(out, pending...)
 }
 
 // BenchmarkBacklog measures a cycle over a long queue that cannot be

@@ -189,7 +189,9 @@ type snapshot struct {
 	holds      []hold
 	holdsAt    [][]int32
 	heldGPUs   []int
-	heldNodes  []int // nodes with holds, in hold order (a node may repeat)
+	heldNodes  []int // nodes with holds, in the order of their first
+	slackGen   int   // counts changes to slack (heldFree's memo)
+	heldMemo   heldMemo
 	slack      []int
 	fresh      []freshRep
 	freshAt    [][]int32
@@ -380,6 +382,7 @@ func (s *snapshot) rollback(m int) {
 			s.resUsed[c.run] = s.resUsed[c.run].Add(c.amt)
 		case opSlack:
 			s.slack[c.node] += int(c.delta)
+			s.slackGen++
 		}
 	}
 	s.journal = s.journal[:m]
