@@ -174,3 +174,44 @@ func TestScheduleFutureReservationExample(t *testing.T) {
 		t.Errorf("pending %v: want long-train alone, its reason naming the 8 GPUs held from 10:00", plan.Pending)
 	}
 }
+
+// TestScheduleBackfillExample: examples/backfill.yaml (issue 17 item 6)
+// shows a planned start for the 256-GPU gang, with planned_start and
+// planned_block in the JSON; the short job backfilled onto the held
+// block; the long job refused there with the reason; the future
+// reservation holding nothing.
+func TestScheduleBackfillExample(t *testing.T) {
+	out, errOut, code := run(t, "schedule", "--config", "../../examples/backfill.yaml", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct {
+		Placements []struct{ Workload, Node string } `json:"placements"`
+		Pending    []struct {
+			Workload, Reason string
+			Planned          *struct {
+				Start string `json:"planned_start"`
+				Block string `json:"planned_block"`
+			} `json:"planned"`
+		} `json:"pending"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Placements) != 1 || plan.Placements[0].Workload != "eval-short" || !strings.HasPrefix(plan.Placements[0].Node, "eus-ib1-") {
+		t.Errorf("placements %v: want eval-short alone, backfilled on eus-ib1", plan.Placements)
+	}
+	reasons := map[string]string{}
+	for _, p := range plan.Pending {
+		reasons[p.Workload] = p.Reason
+		if p.Workload == "train-256" && (p.Planned == nil || p.Planned.Start != "2026-03-02T16:00:00Z" || p.Planned.Block != "eus-ib1") {
+			t.Errorf("train-256 planned %+v: want planned_start 2026-03-02T16:00:00Z, planned_block eus-ib1", p.Planned)
+		}
+	}
+	if !strings.Contains(reasons["train-256"], "planned to start at 2026-03-02T16:00:00Z in eastus block eus-ib1 when sweep-a and sweep-b end") {
+		t.Errorf("train-256: %q", reasons["train-256"])
+	}
+	if !strings.Contains(reasons["finetune-long"], "held for planned starts from 2026-03-02T16:00:00Z") {
+		t.Errorf("finetune-long: %q: want the held capacity named", reasons["finetune-long"])
+	}
+}
