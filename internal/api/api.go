@@ -424,8 +424,9 @@ type Why struct {
 	// Workload.Effects).
 	Effects []Effect `json:"effects,omitempty"`
 	// PlannedStart is when a pending workload that does not fit now is
-	// planned to start, from the expected ends of running work (RFC 3339;
-	// absent when it has no plan); the plan holds the capacity for it.
+	// planned to start, from the expected ends of running work (RFC 3339,
+	// to the second; absent when it has no plan); the plan holds the
+	// capacity for it.
 	// PlannedBlock is the block a gang is planned in; PlannedFlavor,
 	// PlannedRegion and PlannedNodes say where.
 	PlannedStart  time.Time `json:"planned_start,omitzero"`

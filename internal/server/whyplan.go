@@ -67,7 +67,7 @@ func setPlanned(out *api.Why, p sched.Pending, show func(workload.ID) bool) {
 	if pl == nil {
 		return
 	}
-	out.PlannedStart = pl.Start.UTC()
+	out.PlannedStart = pl.Start.UTC().Truncate(time.Second) // as the text shows it
 	out.PlannedBlock = string(pl.Block)
 	out.PlannedFlavor = string(pl.Flavor)
 	out.PlannedRegion = pl.Region

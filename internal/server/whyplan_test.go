@@ -78,7 +78,7 @@ func TestWhyPlannedStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := started.Add(2 * time.Hour).UTC()
+	want := started.Add(2 * time.Hour).UTC().Truncate(time.Second)
 	if y.State != "Pending" || !y.PlannedStart.Equal(want) {
 		t.Fatalf("why big: state %s planned_start %v, want Pending planned at %v (train-a's expected end); reason %q", y.State, y.PlannedStart, want, y.Reason)
 	}
@@ -130,8 +130,8 @@ func TestWhyPlannedStartHidesOtherTenants(t *testing.T) {
 	if !strings.HasPrefix(y.Reason, "no block in eastus") {
 		t.Errorf("beta's reason %q lost the blocker's text", y.Reason)
 	}
-	if !y.PlannedStart.Equal(started.Add(2*time.Hour)) || y.PlannedBlock != "eus-a" {
-		t.Errorf("beta's planned start %v block %q, want %v eus-a", y.PlannedStart, y.PlannedBlock, started.Add(2*time.Hour))
+	if want := started.Add(2 * time.Hour).Truncate(time.Second); !y.PlannedStart.Equal(want) || y.PlannedBlock != "eus-a" {
+		t.Errorf("beta's planned start %v block %q, want %v eus-a", y.PlannedStart, y.PlannedBlock, want)
 	}
 	if y.PlannedAfterCount != 2 || len(y.PlannedAfter) != 1 || y.PlannedAfter[0] != "beta/prep" {
 		t.Errorf("beta's planned_after %v of %d, want [beta/prep] of 2", y.PlannedAfter, y.PlannedAfterCount)
