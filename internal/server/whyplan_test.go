@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/sched"
@@ -253,5 +255,38 @@ func TestServerPlanningOptions(t *testing.T) {
 	planWorld(t, h, alpha, beta)
 	if y, err := beta.Why(h.ctx, "beta", "big"); err != nil || !y.PlannedStart.IsZero() || strings.Contains(y.Reason, "planned to start") {
 		t.Errorf("planning off: why %+v %v, want no plan", y, err)
+	}
+}
+
+// TestQuietCycleNotWithHolds: a cycle that held capacity for a planned
+// start is not settled: an alike submission after it runs the core (a
+// quiet cycle would repeat the planned workload's decision, made past its
+// own hold), and why then gives the new gang its own answer.
+func TestQuietCycleNotWithHolds(t *testing.T) {
+	tc := newTestClock()
+	h := newHarness(t, planConfig, Options{Clock: tc.Now, RateLimit: -1})
+	alpha, beta := h.tenant("alpha"), h.tenant("beta")
+	planWorld(t, h, alpha, beta)
+	quiet := testutil.ToFloat64(h.s.metrics.quietCycles)
+	big2 := spec("big2", 8, 4)
+	big2.Topology = "same-block"
+	if _, err := beta.Submit(h.ctx, "beta", big2); err != nil {
+		t.Fatal(err)
+	}
+	h.s.cycle(h.ctx, true)
+	if got := testutil.ToFloat64(h.s.metrics.quietCycles); got != quiet {
+		t.Fatalf("a cycle after one that held capacity for a plan was quiet")
+	}
+	y, err := beta.Why(h.ctx, "beta", "big2")
+	if err != nil || y.State != "Pending" || strings.HasPrefix(y.Reason, "not yet considered") {
+		t.Fatalf("why big2: %+v %v, want the core's answer", y, err)
+	}
+	t.Logf("why big2: %s", y.Reason)
+	first, err := beta.Why(h.ctx, "beta", "big")
+	if err != nil || first.PlannedStart.IsZero() {
+		t.Fatalf("why big: %+v %v, want its plan kept", first, err)
+	}
+	if !y.PlannedStart.IsZero() && !y.PlannedStart.After(first.PlannedStart) {
+		t.Errorf("big2 planned at %v, not after big's %v: the second gang cannot start in the block held for the first", y.PlannedStart, first.PlannedStart)
 	}
 }
