@@ -423,6 +423,35 @@ type Why struct {
 	// Effects are the policy actions in force on the workload (see
 	// Workload.Effects).
 	Effects []Effect `json:"effects,omitempty"`
+	// PlannedStart is when a pending workload that does not fit now is
+	// planned to start, from the expected ends of running work (RFC 3339,
+	// to the second; absent when it has no plan); the plan holds the
+	// capacity for it.
+	// PlannedBlock is the block a gang is planned in; PlannedFlavor,
+	// PlannedRegion and PlannedNodes say where.
+	PlannedStart  time.Time `json:"planned_start,omitzero"`
+	PlannedBlock  string    `json:"planned_block,omitempty"`
+	PlannedFlavor string    `json:"planned_flavor,omitempty"`
+	PlannedRegion string    `json:"planned_region,omitempty"`
+	PlannedNodes  int       `json:"planned_nodes,omitempty"`
+	// PlannedAfter names the running workloads whose ends the planned
+	// start waits for, the last to end first, out of PlannedAfterCount in
+	// all: a tenant's token sees only its own tenant's names (the others
+	// are counted), the admin all. PlannedEvicts counts the workloads the
+	// start would evict.
+	PlannedAfter      []string `json:"planned_after,omitempty"`
+	PlannedAfterCount int      `json:"planned_after_count,omitempty"`
+	PlannedEvicts     int      `json:"planned_evicts,omitempty"`
+	// Starving is set when the workload, a gang, has waited Waited, longer
+	// than its class's bound MaxWait: a block is drained for it.
+	Starving bool     `json:"starving,omitempty"`
+	Waited   Duration `json:"waited,omitempty"`
+	MaxWait  Duration `json:"max_wait,omitempty"`
+	// Overrun is how long a running workload has run past its expected
+	// runtime (ExpectedRuntime: declared, or its class's default from the
+	// server's planning); such work loses backfill protection.
+	Overrun         Duration `json:"overrun,omitempty"`
+	ExpectedRuntime Duration `json:"expected_runtime,omitempty"`
 }
 
 // Quota is a tenant's quota entry for one flavor, optionally one region.

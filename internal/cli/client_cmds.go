@@ -311,6 +311,26 @@ func shownPriority(w api.Workload) string {
 
 // printEffects prints the policy actions in force on a workload, one a
 // line: "priority high, set by ops (rule busy) since 10:42 UTC".
+// printPlanned prints a pending workload's planned start (`workload why`)
+// and a running workload's overrun, when there is one.
+func printPlanned(tw *tabwriter.Writer, y api.Why) {
+	if !y.PlannedStart.IsZero() {
+		where := y.PlannedRegion
+		if y.PlannedBlock != "" {
+			where += " block " + y.PlannedBlock
+		} else if y.PlannedNodes > 0 {
+			where += fmt.Sprintf(" on %d node(s)", y.PlannedNodes)
+		}
+		fmt.Fprintf(tw, "PLANNED START\t%s (%s, %s)\n", y.PlannedStart.UTC().Format(time.RFC3339), where, dash(y.PlannedFlavor))
+		if y.Starving {
+			fmt.Fprintf(tw, "STARVING\twaited %s, over its class's bound of %s: a block is drained for it\n", time.Duration(y.Waited), time.Duration(y.MaxWait))
+		}
+	}
+	if y.Overrun > 0 {
+		fmt.Fprintf(tw, "OVERRUN\t%s past its expected runtime of %s\n", time.Duration(y.Overrun), time.Duration(y.ExpectedRuntime))
+	}
+}
+
 func printEffects(tw *tabwriter.Writer, effects []api.Effect, now time.Time) {
 	for _, e := range effects {
 		fmt.Fprintf(tw, "POLICY EFFECT\t%s\n", e.Format(now, time.UTC))
@@ -449,6 +469,7 @@ func newWorkloadCmd() *cobra.Command {
 				for _, d := range y.Details {
 					fmt.Fprintf(tw, "DETAIL\t%s\n", d)
 				}
+				printPlanned(tw, y)
 				printEffects(tw, y.Effects, time.Now())
 			})
 		}),

@@ -210,11 +210,10 @@ func runServe(ctx context.Context, f serveFlags) error {
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
 	var limits config.Limits
-	var scheduling sched.Options
 	if cfg != nil {
 		limits = cfg.File.Limits
-		scheduling = cfg.Input().Options // the scorer and options the simulator honours
 	}
+	scheduling := schedulingOf(cfg)
 	s, err := server.New(ctx, server.Options{Limits: limits, Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
 		MaxGrace: f.maxGrace, MaxGraceClass: graceClass, Scheduling: scheduling, Cluster: clusterOf(member)})
@@ -299,4 +298,16 @@ func clusterOf(m *cluster.Member) server.Cluster {
 		return nil
 	}
 	return m
+}
+
+// schedulingOf is the scheduler options serve runs the server with: the
+// config's options (scorer, preemption, overflow, honour window and
+// options.planning, resolved as the simulator and `arbiter schedule` use
+// them), or none without a config (the server then plans with
+// sched.DefaultPlanning).
+func schedulingOf(cfg *config.Config) sched.Options {
+	if cfg == nil {
+		return sched.Options{}
+	}
+	return cfg.Input().Options
 }

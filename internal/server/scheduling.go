@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // ErrUnknownScorer is returned by New for a Scheduling.Scorer that
@@ -16,16 +18,43 @@ var ErrUnknownScorer = errors.New("server: unknown scorer")
 
 // schedulingOptions returns the scheduler options every live cycle runs
 // with: those of Options.Scheduling the simulator and `arbiter schedule`
-// honour too (the scorer, preemption, overflow), nothing else, so that a
-// caller cannot switch off the pending reasons the server answers `why`
-// with.
+// honour too (the scorer, preemption, overflow, planning), nothing else,
+// so that a caller cannot switch off the pending reasons the server
+// answers `why` with.
 func schedulingOptions(o sched.Options) sched.Options {
 	return sched.Options{
 		Scorer:                strings.TrimSpace(o.Scorer),
 		DisablePreemption:     o.DisablePreemption,
 		OverflowBeforePreempt: o.OverflowBeforePreempt,
 		HonourWindow:          cmp.Or(max(o.HonourWindow, 0), sched.DefaultHonourWindow),
+		Planning:              planningOptions(o.Planning),
 	}
+}
+
+// planningOptions is the planning the live server runs with: the
+// operator's (a config's options.planning, resolved by the config loader
+// into a value that is never the zero one), or sched.DefaultPlanning()
+// when nothing was set (the zero sched.Planning). Planning is turned off
+// by a depth of 0 with anything else set, as options.planning.depth: 0
+// gives (see NoPlanning). The depth is never negative.
+func planningOptions(p sched.Planning) sched.Planning {
+	if planningUnset(p) {
+		return sched.DefaultPlanning()
+	}
+	p.Depth = max(p.Depth, 0)
+	return p
+}
+
+// planningUnset reports whether p is the zero sched.Planning: the caller
+// configured nothing.
+func planningUnset(p sched.Planning) bool {
+	return p.Depth == 0 && p.DefaultRuntime == nil && p.MaxWait == nil && !p.PreemptOverrun
+}
+
+// NoPlanning is the planning that plans nothing, for Options.Scheduling
+// (the zero value would take sched.DefaultPlanning).
+func NoPlanning() sched.Planning {
+	return sched.Planning{MaxWait: map[workload.Priority]time.Duration{}}
 }
 
 // checkScheduling refuses a scorer the core does not know, naming the

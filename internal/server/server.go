@@ -90,8 +90,10 @@ type Options struct {
 	Limits config.Limits
 	// Scheduling are the scheduler options each cycle runs with: the
 	// config file's options (scorer, disable_preemption,
-	// overflow_before_preempt), as the simulator and `arbiter schedule`
-	// use them. An unknown scorer is refused (ErrUnknownScorer).
+	// overflow_before_preempt, planning), as the simulator and `arbiter
+	// schedule` use them. An unknown scorer is refused (ErrUnknownScorer).
+	// A zero Planning plans with sched.DefaultPlanning (NoPlanning plans
+	// nothing).
 	Scheduling sched.Options
 	// Cluster, when set, makes this server one replica of several over a
 	// shared (etcd) store: it runs the leader's loops only while it leads
@@ -262,7 +264,7 @@ func (s *Server) Run(ctx context.Context) {
 // runLoops runs the leader's loops until ctx ends.
 func (s *Server) runLoops(ctx context.Context) {
 	s.ready.Store(true)
-	s.log.Info("scheduler", "scorer", scorerName(s.opts.Scheduling), "disable_preemption", s.opts.Scheduling.DisablePreemption, "overflow_before_preempt", s.opts.Scheduling.OverflowBeforePreempt)
+	s.log.Info("scheduler", "scorer", scorerName(s.opts.Scheduling), "disable_preemption", s.opts.Scheduling.DisablePreemption, "overflow_before_preempt", s.opts.Scheduling.OverflowBeforePreempt, "planning_depth", s.opts.Scheduling.Planning.Depth)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.alertLoop(ctx) })

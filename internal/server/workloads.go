@@ -328,13 +328,17 @@ func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
 		if a.OnReservation {
 			out.Reason += fmt.Sprintf(", on reservation %s", x.Spec.Reservation)
 		}
+		s.setOverrun(&out, x, s.now())
 	case store.StateCancelled:
 		out.Reason = "cancelled"
 	case store.StateSucceeded, store.StateFailed:
 		out.Reason = fmt.Sprintf("ended at %s: %s", x.EndedAt.UTC().Format("2006-01-02T15:04:05Z"), strings.ToLower(string(x.State)))
 	default:
 		if p, ok := idx.Pending(x.Key()); ok {
-			out.Code, out.Reason, out.Details = string(p.Code), p.Reason, slices.Clone(p.Details)
+			caller := who(r)
+			show := nameShown(caller)
+			out.Code, out.Reason, out.Details = string(p.Code), pendingReason(p, caller.admin, show), slices.Clone(p.Details)
+			setPlanned(&out, p, show)
 			if len(p.Blockers) > 0 {
 				b, err := json.Marshal(p.Blockers)
 				if err != nil {
