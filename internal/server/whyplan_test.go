@@ -290,3 +290,50 @@ func TestQuietCycleNotWithHolds(t *testing.T) {
 		t.Errorf("big2 planned at %v, not after big's %v: the second gang cannot start in the block held for the first", y.PlannedStart, first.PlannedStart)
 	}
 }
+
+// TestOverrunEvictionHidesPlannedWorkload (hostile): with overrun:
+// preempt, beta's gang's planned start evicts alpha's workload that ran
+// past its expected runtime; what alpha is told of the eviction (why's
+// last preemption, its events) must not name beta's workload.
+func TestOverrunEvictionHidesPlannedWorkload(t *testing.T) {
+	tc := newTestClock()
+	planning := sched.DefaultPlanning()
+	planning.PreemptOverrun = true
+	h := newHarness(t, planConfig, Options{Clock: tc.Now, RateLimit: -1, Scheduling: sched.Options{Planning: planning}})
+	alpha, beta := h.tenant("alpha"), h.tenant("beta")
+	over := spec("over", 8, 4)
+	over.ExpectedRuntime = api.Duration(time.Hour)
+	if _, err := alpha.Submit(h.ctx, "alpha", over); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	tc.Advance(2 * time.Hour)
+	big := spec("secret-gang", 8, 4)
+	big.Topology = "same-block"
+	if _, err := beta.Submit(h.ctx, "beta", big); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	y, err := alpha.Why(h.ctx, "alpha", "over")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.State != "Pending" {
+		t.Fatalf("over not evicted by the planned start: %+v", y)
+	}
+	evs, err := alpha.Events(h.ctx, 0, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := y.Reason + "\n" + strings.Join(y.Details, "\n")
+	for _, e := range evs.Items {
+		told += "\n" + e.Message
+	}
+	t.Logf("alpha is told:\n%s", told)
+	if !strings.Contains(told, "past its expected runtime") {
+		t.Errorf("alpha is not told its workload was evicted for overrunning")
+	}
+	if strings.Contains(told, "secret-gang") {
+		t.Errorf("alpha is told the name of beta's workload")
+	}
+}

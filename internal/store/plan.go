@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/sched"
@@ -80,11 +81,11 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 		p := plan.Preemptions[i]
 		w.State, w.Running = StatePending, nil
 		w.Preemptions++
-		w.LastPreemption = p.Reason
+		w.LastPreemption = victimReason(p, w.Tenant)
 		if err := Put(tx, w, w.Meta.Revision); err != nil {
 			return res, err
 		}
-		msg := fmt.Sprintf("preempted: %s", p.Reason)
+		msg := fmt.Sprintf("preempted: %s", w.LastPreemption)
 		if err := AppendEvent(tx, &Event{Time: now, Type: EventWorkloadPreempted, Object: WorkloadObject(w.Key()), Tenant: w.Tenant, Message: msg}); err != nil {
 			return res, err
 		}
@@ -107,4 +108,19 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 		res.Placed++
 	}
 	return res, nil
+}
+
+// victimReason is a preemption's reason as the victim's tenant is told it
+// (its LastPreemption and its event): the core writes its text for the
+// admin and may name the claimant (a planned start evicting overrunning
+// work does), so a claimant of another tenant is not named. Tenants' names
+// are not withheld: they are the tenant tree's, not workloads'.
+func victimReason(p sched.Preemption, tenant string) string {
+	if p.By == "" {
+		return p.Reason
+	}
+	if by, _ := SplitKey(string(p.By)); by == tenant {
+		return p.Reason
+	}
+	return strings.ReplaceAll(p.Reason, string(p.By), "a workload of another tenant")
 }
