@@ -570,28 +570,29 @@ func (s *snapshot) heldEvicts(h *hold, cl *claim) bool {
 // GPUs beyond their slack.
 //
 // Claims that fail alike ask the same while nothing changes, so the last
-// answer is kept for claims of the same hold class (heldKey).
+// answer is kept for claims that may use the same holds (heldKey).
 func (s *snapshot) heldFree(cl *claim) *PlanHold {
-	k := heldKey{freeGen: s.freeGen, holds: len(s.holds), slack: s.slackGen, within: cl.within, time: s.timeClass(cl.w),
-		prio: cl.w.Priority, preemptible: cl.w.Preemptible, tenant: cl.tenant, exit: ExitTime(cl.w)}
-	if s.plans[cl.w] != nil {
-		k.own = cl.w // its own hold does not bind it: an answer for it alone
+	if cl.within {
+		return nil // a guarantee ignores holds (mayUseHeld)
 	}
-	if s.heldMemo.set && s.heldMemo.key == k && slices.Equal(s.heldMemo.pools, cl.pools) {
+	// Which holds the claim may use, decided once per hold, not per node;
+	// the answer depends on the claim through that alone.
+	ok := s.heldMemo.ok[:0]
+	var mask uint64
+	for hi := range s.holds {
+		use := s.mayUseHold(cl, &s.holds[hi])
+		ok = append(ok, use)
+		if use && hi < 64 {
+			mask |= 1 << hi
+		}
+	}
+	s.heldMemo.ok = ok
+	k := heldKey{freeGen: s.freeGen, holds: len(s.holds), slack: s.slackGen, usable: mask}
+	memo := len(s.holds) <= 64
+	if memo && s.heldMemo.set && s.heldMemo.key == k && slices.Equal(s.heldMemo.pools, cl.pools) {
 		return s.heldMemo.h
 	}
 	var h *PlanHold
-	if cl.within {
-		s.heldMemo.set, s.heldMemo.key, s.heldMemo.h = true, k, nil
-		s.heldMemo.pools = append(s.heldMemo.pools[:0], cl.pools...)
-		return nil
-	}
-	// Which holds the claim may use, decided once per hold, not per node.
-	ok := s.heldMemo.ok[:0]
-	for hi := range s.holds {
-		ok = append(ok, s.mayUseHold(cl, &s.holds[hi]))
-	}
-	s.heldMemo.ok = ok
 	for _, i := range s.heldNodes {
 		if !s.inPools(cl, i) {
 			continue
@@ -617,24 +618,20 @@ func (s *snapshot) heldFree(cl *claim) *PlanHold {
 			}
 		}
 	}
-	s.heldMemo.set, s.heldMemo.key, s.heldMemo.h = true, k, h
-	s.heldMemo.pools = append(s.heldMemo.pools[:0], cl.pools...)
+	if memo {
+		s.heldMemo.set, s.heldMemo.key, s.heldMemo.h = true, k, h
+		s.heldMemo.pools = append(s.heldMemo.pools[:0], cl.pools...)
+	}
 	return h
 }
 
 // heldKey is what heldFree's answer depends on besides the pools: the
-// state (free GPUs, holds, slack) and what mayUseHeld reads of the claim.
+// state (free GPUs, holds, slack) and which holds the claim may use.
 type heldKey struct {
-	freeGen     uint64
-	holds       int
-	slack       int
-	within      bool
-	time        int
-	prio        workload.Priority
-	preemptible bool
-	tenant      int
-	exit        time.Duration
-	own         *workload.Workload // set for a claim with its own hold
+	freeGen uint64
+	holds   int
+	slack   int
+	usable  uint64 // bit h: the claim may use hold h
 }
 
 // heldMemo is heldFree's last answer.

@@ -320,7 +320,7 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 		case cl.onRes >= 0:
 			why = fmt.Sprintf("reservation %s claimed by its owner %s", s.in.Reservations[cl.onRes].Name, s.tree.Tenants[cl.tenant].Name)
 		case v.class == 0 && s.overrunVictim(cl, v.run):
-			why = fmt.Sprintf("ran past its expected runtime; the planned start of %s needs its GPUs", cl.w.Name)
+			why = "ran past its expected runtime; a planned start needs its GPUs"
 		case v.class == 0:
 			why = fmt.Sprintf("tenant %s reclaims its guarantee of %s in %s from borrower %s", s.tree.Tenants[cl.tenant].Name, cl.cand.model, cl.cand.region, s.tree.Tenants[r.tenant].Name)
 		default:

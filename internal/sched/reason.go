@@ -250,8 +250,10 @@ func (p *PlannedStart) Text(show func(workload.ID) bool) string {
 	}
 	switch others := p.EndingCount - len(names); {
 	case p.EndingCount == 0:
+	case len(names) == 0 && others == 1:
+		b.WriteString(" when 1 running workload ends")
 	case len(names) == 0:
-		fmt.Fprintf(&b, " when %d running workload%s end", others, plural(others))
+		fmt.Fprintf(&b, " when %d running workloads end", others)
 	case others == 0 && len(names) == 1:
 		fmt.Fprintf(&b, " when %s ends", names[0])
 	case others == 0:
