@@ -131,17 +131,34 @@ func (s *snapshot) runtime(w *workload.Workload) time.Duration {
 // runEnd is when running workload ri is expected to end, from Now (never
 // when unknown); overrun is set when that time has passed.
 func (s *snapshot) runEnd(ri int) (end time.Duration, overrun bool) {
-	w := s.run[ri].w
-	rt := s.runtime(w)
-	if rt <= 0 {
-		return never, false
+	if s.runEnds == nil {
+		s.runEnds = make([]time.Duration, len(s.run))
+		for i := range s.runEnds {
+			s.runEnds[i] = unknownEnd
+		}
 	}
-	d := w.Running.StartedAt.Add(rt).Sub(s.in.Now)
-	if d <= 0 {
+	d := s.runEnds[ri]
+	if d == unknownEnd {
+		d = never
+		w := s.run[ri].w
+		if rt := s.runtime(w); rt > 0 {
+			if d = w.Running.StartedAt.Add(rt).Sub(s.in.Now); d <= 0 {
+				d = overran
+			}
+		}
+		s.runEnds[ri] = d
+	}
+	if d == overran {
 		return never, true
 	}
 	return d, false
 }
+
+// Sentinels of snapshot.runEnds: not computed yet, and past its end.
+const (
+	unknownEnd = time.Duration(-1)
+	overran    = time.Duration(-2)
+)
 
 // overrunVictim reports whether a claim that would be planned may evict
 // running workload ri for having run past its expected runtime
@@ -358,15 +375,15 @@ func (s *snapshot) fitOf(cl *claim, slots []slotAt, b fleet.BlockID) *planFit {
 // plans taken out first.
 func (s *snapshot) nodeSlots(cl *claim, i int, out []slotAt) []slotAt {
 	ns := &s.nodes[i]
-	if ns.pool < 0 || len(ns.free) < cl.count {
-		return out
-	}
-	ends := s.gpuEnds(cl, i)
-	slices.Sort(ends)
 	held := 0
 	if s.heldGPUs != nil {
 		held = s.heldGPUs[i]
 	}
+	if ns.pool < 0 || len(ns.free) < held+cl.count {
+		return out
+	}
+	ends := s.gpuEnds(cl, i)
+	slices.Sort(ends)
 	for k := held + cl.count - 1; k < len(ends); k += cl.count {
 		if ends[k] == never {
 			break
@@ -437,9 +454,11 @@ func (s *snapshot) hold(f *planFit) *PlannedStart {
 		s.holdsAt = make([][]int32, len(s.nodes))
 		s.heldGPUs = make([]int, len(s.nodes))
 		s.slack = make([]int, len(s.nodes))
+		s.heldCount = make([]int, len(s.nodes))
 	}
 	p := &PlannedStart{Start: start, Block: f.block, Flavor: cl.cand.model, Region: cl.cand.region}
 	h := int32(len(s.holds))
+	s.holdSum = append(s.holdSum, make([]int, len(s.pools)))
 	s.holds = append(s.holds, hold{w: cl.w, tenant: cl.tenant, prio: cl.w.Priority, within: cl.within, start: start, plan: p})
 	type ending struct {
 		at time.Duration
@@ -470,10 +489,16 @@ func (s *snapshot) hold(f *planFit) *PlannedStart {
 			s.slack[i] = min(s.slack[i], free-s.heldGPUs[i]) - g
 		}
 		s.heldGPUs[i] += g
-		if len(s.holdsAt[i]) == 0 {
+		switch len(s.holdsAt[i]) {
+		case 0:
 			s.heldNodes = append(s.heldNodes, i)
+		case 1: // from now on visited by heldFree, not summed
+			s.holdSum[s.holdsAt[i][0]][s.nodes[i].pool] -= s.heldCount[i]
+			s.heldCount[i] = 0
+			s.multiHeld = append(s.multiHeld, i)
 		}
 		s.holdsAt[i] = append(s.holdsAt[i], h)
+		s.recount(i)
 		for _, ri := range s.nodes[i].running {
 			r := &s.run[ri]
 			if r.evicted || seen[ri] {
@@ -567,80 +592,69 @@ func (s *snapshot) heldEvicts(h *hold, cl *claim) bool {
 
 // heldFree sums the wholly free GPUs on the claim's pools' nodes that are
 // held for planned starts it may not use (nil when none): the nodes' free
-// GPUs beyond their slack.
-//
-// Claims that fail alike ask the same while nothing changes, so the last
-// answer is kept for claims that may use the same holds (heldKey).
+// GPUs beyond their slack. A node held for one plan is counted in its
+// hold's per-pool sum (kept by recount as the node's GPUs and slack
+// change), so that a claim that fails costs a pass over the holds, not
+// over the held nodes; nodes held for several plans are visited.
 func (s *snapshot) heldFree(cl *claim) *PlanHold {
 	if cl.within {
 		return nil // a guarantee ignores holds (mayUseHeld)
 	}
-	// Which holds the claim may use, decided once per hold, not per node;
-	// the answer depends on the claim through that alone.
-	ok := s.heldMemo.ok[:0]
-	var mask uint64
+	var h *PlanHold
+	add := func(n int, start time.Time) {
+		if h == nil {
+			h = &PlanHold{Start: start}
+		}
+		h.Free += resource.GPUs(n)
+		if start.Before(h.Start) {
+			h.Start = start
+		}
+	}
+	ok := s.holdOK[:0]
 	for hi := range s.holds {
 		use := s.mayUseHold(cl, &s.holds[hi])
 		ok = append(ok, use)
-		if use && hi < 64 {
-			mask |= 1 << hi
+		if use {
+			continue
+		}
+		n := 0
+		for _, pi := range cl.pools {
+			n += s.holdSum[hi][pi]
+		}
+		if n > 0 {
+			add(n, s.holds[hi].start)
 		}
 	}
-	s.heldMemo.ok = ok
-	k := heldKey{freeGen: s.freeGen, holds: len(s.holds), slack: s.slackGen, usable: mask}
-	memo := len(s.holds) <= 64
-	if memo && s.heldMemo.set && s.heldMemo.key == k && slices.Equal(s.heldMemo.pools, cl.pools) {
-		return s.heldMemo.h
-	}
-	var h *PlanHold
-	for _, i := range s.heldNodes {
+	s.holdOK = ok
+	for _, i := range s.multiHeld {
 		if !s.inPools(cl, i) {
 			continue
 		}
 		usable := true
+		start := s.holds[s.holdsAt[i][0]].start
 		for _, hi := range s.holdsAt[i] {
 			usable = usable && ok[hi]
-		}
-		if usable {
-			continue
-		}
-		n := s.nodes[i].whole - max(s.slack[i], 0)
-		if n <= 0 {
-			continue
-		}
-		if h == nil {
-			h = &PlanHold{Start: s.holds[s.holdsAt[i][0]].start}
-		}
-		h.Free += resource.GPUs(n)
-		for _, hi := range s.holdsAt[i] {
-			if st := s.holds[hi].start; st.Before(h.Start) {
-				h.Start = st
+			if st := s.holds[hi].start; st.Before(start) {
+				start = st
 			}
 		}
-	}
-	if memo {
-		s.heldMemo.set, s.heldMemo.key, s.heldMemo.h = true, k, h
-		s.heldMemo.pools = append(s.heldMemo.pools[:0], cl.pools...)
+		if n := s.nodes[i].whole - max(s.slack[i], 0); !usable && n > 0 {
+			add(n, start)
+		}
 	}
 	return h
 }
 
-// heldKey is what heldFree's answer depends on besides the pools: the
-// state (free GPUs, holds, slack) and which holds the claim may use.
-type heldKey struct {
-	freeGen uint64
-	holds   int
-	slack   int
-	usable  uint64 // bit h: the claim may use hold h
-}
-
-// heldMemo is heldFree's last answer.
-type heldMemo struct {
-	set   bool
-	key   heldKey
-	pools []int
-	h     *PlanHold
-	ok    []bool // scratch: per hold, whether the claim may use it
+// recount updates node i's share of its hold's per-pool sum (heldFree)
+// after its free GPUs, its slack or its holds changed.
+func (s *snapshot) recount(i int) {
+	hs := s.holdsAt[i]
+	if len(hs) != 1 {
+		return // unheld, or held for several plans (visited by heldFree)
+	}
+	n := max(s.nodes[i].whole-max(s.slack[i], 0), 0)
+	s.holdSum[hs[0]][s.nodes[i].pool] += n - s.heldCount[i]
+	s.heldCount[i] = n
 }
 
 // heldReplicas bounds how many replicas of the claim node i may take given
@@ -664,7 +678,7 @@ func (s *snapshot) useSlack(cl *claim, i int) {
 		return
 	}
 	s.slack[i] -= cl.count
-	s.slackGen++
+	s.recount(i)
 	s.journal = append(s.journal, change{op: opSlack, node: i, delta: int32(cl.count)})
 }
 

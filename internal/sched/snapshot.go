@@ -189,9 +189,12 @@ type snapshot struct {
 	holds      []hold
 	holdsAt    [][]int32
 	heldGPUs   []int
-	heldNodes  []int // nodes with holds, in the order of their first
-	slackGen   int   // counts changes to slack (heldFree's memo)
-	heldMemo   heldMemo
+	heldNodes  []int           // nodes with holds, in the order of their first
+	multiHeld  []int           // nodes with several holds
+	holdSum    [][]int         // per hold, per pool: held free GPUs of its single-hold nodes (heldFree)
+	heldCount  []int           // per node: its share of holdSum
+	holdOK     []bool          // scratch: per hold, whether a claim may use it
+	runEnds    []time.Duration // per run, its expected end from Now (runEnd)
 	slack      []int
 	fresh      []freshRep
 	freshAt    [][]int32
@@ -327,6 +330,9 @@ func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU,
 		s.free[k] += resource.MilliGPU(int64(delta) * int64(len(gpus)))
 	}
 	s.reindex(i, oldWhole, oldPartial)
+	if s.holdsAt != nil && oldWhole != ns.whole {
+		s.recount(i)
+	}
 }
 
 // hold changes a node's free GPUs and CPU/memory without touching the
@@ -382,7 +388,7 @@ func (s *snapshot) rollback(m int) {
 			s.resUsed[c.run] = s.resUsed[c.run].Add(c.amt)
 		case opSlack:
 			s.slack[c.node] += int(c.delta)
-			s.slackGen++
+			s.recount(c.node)
 		}
 	}
 	s.journal = s.journal[:m]
