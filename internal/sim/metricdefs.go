@@ -195,6 +195,17 @@ var Metrics = []MetricDef{
 		Definition: "Workloads placed on a flavor/region pair the strategy's classes added to those the workload lists (overflow_by_destination: by MODEL/REGION). A placement elsewhere on the workload's own list is not overflow.",
 		Covers:     "all workloads", Value: func(r *StrategyResult) (float64, bool) { return always(float64(r.Overflows)) }},
 	{Key: "overflow_by_destination", Label: "overflow by destination", Definition: "overflows counted by MODEL/REGION of the placement.", Covers: "all workloads"},
+	{Key: "planned_starts", Label: "planned starts (backfill)", Unit: "count", Headline: true,
+		Definition: "Waits (after submission or a preemption) in which the core gave the workload a planned start: the earliest time and place it would fit, held for it (sched.Planning).",
+		Covers:     "all workloads", Value: func(r *StrategyResult) (float64, bool) { return always(float64(r.PlannedStarts)) }},
+	{Key: "planned_starts_started", Label: "planned workloads started", Unit: "count",
+		Definition: "Of the waits with a planned start, those that ended with the workload placed.",
+		Covers:     "all workloads", Value: func(r *StrategyResult) (float64, bool) { return always(float64(r.PlannedStartsStarted)) }},
+	{Key: "planned_starts_kept", Label: "planned starts kept", Unit: "%", Better: +1, Headline: true,
+		Definition: "Of the planned workloads that started, the share placed by their first planned start (within one scheduling cycle). A later start means work ahead of it in the order took its capacity, or a plan moved.",
+		Covers:     "all workloads", Value: func(r *StrategyResult) (float64, bool) {
+			return r.PlannedStartsKept, r.PlannedStartsStarted > 0
+		}},
 	{Key: "fragmentation", Label: "fragmentation", Unit: "%", Better: -1, Headline: true,
 		Definition: "Free GPU capacity on partly used nodes divided by all free GPU capacity, summed over samples every 10 minutes.",
 		Covers:     "the fleet", Value: func(r *StrategyResult) (float64, bool) { return always(r.Fragmentation) }},

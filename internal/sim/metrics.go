@@ -48,10 +48,18 @@ type StrategyResult struct {
 	Overflows             int            `json:"overflows"`
 	OverflowByDestination map[string]int `json:"overflow_by_destination,omitempty"`
 	Fragmentation         float64        `json:"fragmentation"`
-	CostUSD               float64        `json:"cost_usd"`
-	RevenueUSD            float64        `json:"revenue_usd"`
-	SchedulingCycles      int            `json:"scheduling_cycles"`
-	PolicyFirings         int            `json:"policy_firings"`
+	// PlannedStarts counts the waits (after submission or a preemption)
+	// in which the core gave the workload a planned start (backfill, see
+	// sched.Planning); PlannedStartsKept, of those that then started, the
+	// share that started by their first planned start (within a cycle).
+	PlannedStarts        int     `json:"planned_starts"`
+	PlannedStartsStarted int     `json:"planned_starts_started"`
+	PlannedStartsKept    float64 `json:"planned_starts_kept"`
+	plannedKept          int
+	CostUSD              float64 `json:"cost_usd"`
+	RevenueUSD           float64 `json:"revenue_usd"`
+	SchedulingCycles     int     `json:"scheduling_cycles"`
+	PolicyFirings        int     `json:"policy_firings"`
 	// Events counts arrivals, placements, preemptions and ends: the state
 	// changes the event loop processed.
 	Events int `json:"events"`
@@ -310,6 +318,16 @@ func (r *recorder) spotEvicted(j *job) {
 	c := r.classes.of(j.class)
 	c.SpotEvictions++
 	c.LostGPUHours += j.w.WorkLost(r.s.now) / 3600
+}
+
+// plannedStarted records the start of a job that had a planned start in
+// this wait, and whether it started by it.
+func (r *recorder) plannedStarted(kept bool) {
+	r.res.PlannedStartsStarted++
+	if kept {
+		r.res.plannedKept++
+	}
+	r.res.PlannedStartsKept = float64(r.res.plannedKept) / float64(r.res.PlannedStartsStarted)
 }
 
 func (r *recorder) overflowed(_ *job, to string) {

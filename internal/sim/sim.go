@@ -36,6 +36,9 @@ type job struct {
 	submitted time.Time
 	deadline  time.Time // capacity failure when still pending then (zero: none)
 	remaining time.Duration
+	// plannedAt is the first planned start the core gave it in this
+	// wait (zero: none yet).
+	plannedAt time.Time
 	// progressFrom is when the current run makes progress (its start, or
 	// later when it waits for victims' grace periods).
 	progressFrom time.Time
@@ -573,6 +576,10 @@ func (s *Sim) cycle() {
 		for _, p := range ps {
 			if j := byName[p.Workload]; j != nil {
 				j.lastReason, j.lastCode = p.Reason, p.Code
+				if p.Planned != nil && j.plannedAt.IsZero() {
+					j.plannedAt = p.Planned.Start // the first plan of this wait
+					s.metrics.res.PlannedStarts++
+				}
 			}
 		}
 	}
@@ -612,6 +619,10 @@ func (s *Sim) cycle() {
 		s.tally.track(j)
 		j.placedAt = s.now
 		j.longestWait = max(j.longestWait, s.now.Sub(j.waitFrom))
+		if !j.plannedAt.IsZero() {
+			s.metrics.plannedStarted(!s.now.After(j.plannedAt.Add(s.sc.Cycle)))
+			j.plannedAt = time.Time{}
+		}
 		s.metrics.res.Events++
 		j.progressFrom = a.StartedAt
 		j.version++
