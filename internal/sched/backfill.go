@@ -350,23 +350,54 @@ func (s *snapshot) earliest(cl *claim) *planFit {
 // fitOf takes the claim's Replicas earliest slots (ties: node order),
 // or nil when there are fewer.
 func (s *snapshot) fitOf(cl *claim, slots []slotAt, b fleet.BlockID) *planFit {
-	if len(slots) < cl.w.Replicas {
+	r := cl.w.Replicas
+	if len(slots) < r {
 		return nil
 	}
-	slices.SortFunc(slots, func(x, y slotAt) int {
-		if x.at != y.at {
-			if x.at < y.at {
-				return -1
-			}
-			return 1
-		}
-		return x.node - y.node
-	})
-	f := &planFit{cl: cl, block: b, start: slots[cl.w.Replicas-1].at}
-	for _, sl := range slots[:cl.w.Replicas] {
+	slots = earliestSlots(slots, r)
+	f := &planFit{cl: cl, block: b, start: slots[r-1].at, nodes: make([]int, 0, r)}
+	for _, sl := range slots[:r] {
 		f.nodes = append(f.nodes, sl.node)
 	}
 	return f
+}
+
+// earliestSlots moves the n earliest slots (by time, then node) to the
+// front of slots, in that order. A few replicas over many nodes (the
+// common case) cost one pass, not a sort.
+func earliestSlots(slots []slotAt, n int) []slotAt {
+	less := func(x, y slotAt) bool { return x.at < y.at || (x.at == y.at && x.node < y.node) }
+	if n > 64 {
+		slices.SortFunc(slots, func(x, y slotAt) int {
+			if less(x, y) {
+				return -1
+			}
+			if less(y, x) {
+				return 1
+			}
+			return 0
+		})
+		return slots
+	}
+	// slots[:k] holds the k earliest so far, sorted; insertion keeps it.
+	k := 0
+	for i := range slots {
+		x := slots[i]
+		if k == n && !less(x, slots[k-1]) {
+			continue
+		}
+		j := min(k, n-1) // the last kept one drops out when full
+		if k < n {
+			slots[i] = slots[k] // keep the element displaced from slots[k]
+			k++
+		}
+		for j > 0 && less(x, slots[j-1]) {
+			slots[j] = slots[j-1]
+			j--
+		}
+		slots[j] = x
+	}
+	return slots
 }
 
 // nodeSlots appends node i's replica slots for the claim: the times at
@@ -415,7 +446,9 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 			continue
 		}
 		end, _ := s.runEnd(ri)
-		if preempt {
+		// Only preemptible work, borrowers and (PreemptOverrun) overrunning
+		// work can be victims (allowed): the others are not asked.
+		if preempt && (r.w.Preemptible || r.borrows || s.in.Options.Planning.PreemptOverrun) {
 			if _, ok := s.allowed(cl, ri); ok {
 				end = ExitTime(r.w)
 			}
