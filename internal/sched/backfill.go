@@ -440,26 +440,30 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 		}
 	}
 	preempt := !s.in.Options.DisablePreemption
-	for _, ri := range ns.running {
+	if s.nodeReps == nil {
+		s.indexReplicas()
+	}
+	last, end := -1, time.Duration(0)
+	for _, nr := range s.nodeReps[i] {
+		ri := int(nr.run)
 		r := &s.run[ri]
 		if r.evicted {
 			continue
 		}
-		end, _ := s.runEnd(ri)
-		// Only preemptible work, borrowers and (PreemptOverrun) overrunning
-		// work can be victims (allowed): the others are not asked.
-		if preempt && (r.w.Preemptible || r.borrows || s.in.Options.Planning.PreemptOverrun) {
-			if _, ok := s.allowed(cl, ri); ok {
-				end = ExitTime(r.w)
+		if ri != last { // a run's replicas on one node are adjacent
+			last = ri
+			end, _ = s.runEnd(ri)
+			// Only preemptible work, borrowers and (PreemptOverrun)
+			// overrunning work can be victims (allowed): the others are
+			// not asked.
+			if preempt && (r.w.Preemptible || r.borrows || s.in.Options.Planning.PreemptOverrun) {
+				if _, ok := s.allowed(cl, ri); ok {
+					end = ExitTime(r.w)
+				}
 			}
 		}
-		for _, rep := range s.replicas[ri] {
-			if rep.node != i {
-				continue
-			}
-			for _, g := range rep.gpus {
-				ends[g] = max(ends[g], end)
-			}
+		for _, g := range nr.gpus {
+			ends[g] = max(ends[g], end)
 		}
 	}
 	if s.freshAt != nil {
@@ -476,6 +480,41 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 		}
 	}
 	return ends
+}
+
+// nodeRep is one replica of a running workload on a node.
+type nodeRep struct {
+	run  int32
+	gpus []int
+}
+
+// indexReplicas lists each node's running replicas, in run order, in one
+// buffer (gpuEnds reads a node's replicas, not every replica of the runs
+// touching it: a gang has many).
+func (s *snapshot) indexReplicas() {
+	count := make([]int32, len(s.nodes)+1)
+	total := 0
+	for ri := range s.run {
+		for _, rp := range s.replicas[ri] {
+			count[rp.node+1]++
+			total++
+		}
+	}
+	for i := 1; i < len(count); i++ {
+		count[i] += count[i-1]
+	}
+	flat := make([]nodeRep, total)
+	fill := slices.Clone(count[:len(s.nodes)])
+	for ri := range s.run {
+		for _, rp := range s.replicas[ri] {
+			flat[fill[rp.node]] = nodeRep{run: int32(ri), gpus: rp.gpus}
+			fill[rp.node]++
+		}
+	}
+	s.nodeReps = make([][]nodeRep, len(s.nodes))
+	for i := range s.nodes {
+		s.nodeReps[i] = flat[count[i]:count[i+1]:count[i+1]]
+	}
 }
 
 // hold records the fit as a hold: its nodes' GPUs are kept for the

@@ -195,6 +195,7 @@ type snapshot struct {
 	heldCount  []int           // per node: its share of holdSum
 	holdOK     []bool          // scratch: per hold, whether a claim may use it
 	runEnds    []time.Duration // per run, its expected end from Now (runEnd)
+	nodeReps   [][]nodeRep     // per node, its running replicas (indexReplicas)
 	slack      []int
 	fresh      []freshRep
 	freshAt    [][]int32
