@@ -222,7 +222,7 @@ func (s *snapshot) planStarving(pending []*workload.Workload) {
 			return
 		}
 		if ok, waited, bound := s.starving(w); ok {
-			if p := s.planOne(w); p != nil {
+			if p := s.planOne(w, nil); p != nil {
 				p.Starving, p.Waited, p.MaxWait = true, waited, bound
 			}
 		}
@@ -238,7 +238,7 @@ func (s *snapshot) afterPending(w *workload.Workload, plan *Plan) {
 	}
 	p, ok := s.plans[w]
 	if !ok && s.planned < s.in.Options.Planning.Depth {
-		p = s.planOne(w)
+		p = s.planOne(w, plan.Pending[len(plan.Pending)-1].Blockers)
 	}
 	if p != nil {
 		plan.Pending[len(plan.Pending)-1].Planned = p
@@ -249,7 +249,12 @@ func (s *snapshot) afterPending(w *workload.Workload, plan *Plan) {
 // nil when w cannot be planned (not capacity-bound, unknown ends, a share
 // of a GPU). Each workload is planned at most once per cycle; a failed
 // attempt counts toward the depth too, so that the cost is bounded.
-func (s *snapshot) planOne(w *workload.Workload) *PlannedStart {
+//
+// blockers, when set, are w's pending blockers, one per candidate in
+// order (Pending.Blockers): only the candidates that failed for room
+// (NoCapacity, NoBlock) are planned; one refused by a quota or lending
+// limit would not start on free GPUs either.
+func (s *snapshot) planOne(w *workload.Workload, blockers []Blocker) *PlannedStart {
 	if s.plans == nil {
 		s.plans = map[*workload.Workload]*PlannedStart{}
 	}
@@ -263,7 +268,10 @@ func (s *snapshot) planOne(w *workload.Workload) *PlannedStart {
 		return nil
 	}
 	var best *planFit
-	for _, c := range appendCandidates(nil, w) {
+	for ci, c := range appendCandidates(nil, w) {
+		if blockers != nil && (ci >= len(blockers) || (blockers[ci].Code != ReasonNoCapacity && blockers[ci].Code != ReasonNoBlock)) {
+			continue
+		}
 		pools := s.regionModel[tenancy.Key{Model: c.model, Region: c.region}]
 		if len(pools) == 0 {
 			continue
