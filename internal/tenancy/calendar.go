@@ -81,53 +81,88 @@ func CheckCalendarWith(r *Reservation, others []Reservation, bookings []Booking,
 			nodes = append(nodes, n)
 		}
 	}
+	cal := newCalendar(nodes, r, rivals, books)
 	for _, at := range instants {
-		if err := fitsAt(r, rivals, books, nodes, at); err != nil {
+		if err := cal.fitsAt(at); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// calendar is what CheckCalendarWith checks at each instant: the usable
+// machines of the region by class, and each claim's classes (computed
+// once for all instants).
+type calendar struct {
+	r        *Reservation
+	rAdj     []int
+	rivals   []*Reservation
+	rivalAdj [][]int
+	books    []*Booking
+	bookAdj  [][]int
+	classes  []machineClass
+	classOf  map[fleet.NodeID]int
+	sizes    []machineClass // the classes at the instant checked
+	flow     calendarFlow   // reused from instant to instant
+}
+
+func newCalendar(nodes []*fleet.Node, r *Reservation, rivals []*Reservation, books []*Booking) *calendar {
+	c := &calendar{r: r, rivals: rivals, books: books}
+	c.classes, c.classOf = classesOf(nodes)
+	c.rAdj = adjOf(c.classes, r.Matches)
+	for _, o := range rivals {
+		var adj []int
+		if len(o.Nodes) == 0 {
+			adj = adjOf(c.classes, o.Matches)
+		}
+		c.rivalAdj = append(c.rivalAdj, adj)
+	}
+	for _, b := range books {
+		c.bookAdj = append(c.bookAdj, adjOf(c.classes, b.Matches))
+	}
+	return c
+}
+
 // fitsAt checks one instant: the bound reservations active at it keep
 // their machines; r, the unbound reservations and the bookings active
 // then are matched to the rest (see calendarFlow).
-func fitsAt(r *Reservation, rivals []*Reservation, books []*Booking, nodes []*fleet.Node, at time.Time) error {
+func (c *calendar) fitsAt(at time.Time) error {
+	classes := append(c.sizes[:0], c.classes...)
+	c.sizes = classes
 	taken := map[fleet.NodeID]bool{}
-	var claims []claimant
-	for _, o := range rivals {
-		switch {
-		case !o.Active(at):
-		case len(o.Nodes) > 0:
-			for _, id := range o.Nodes {
+	for _, o := range c.rivals {
+		if len(o.Nodes) == 0 || !o.Active(at) {
+			continue
+		}
+		for _, id := range o.Nodes {
+			if k, ok := c.classOf[id]; ok && !taken[id] {
 				taken[id] = true
+				classes[k].size--
 			}
-		default:
-			claims = append(claims, claimant{want: o.Count, matches: o.Matches})
-		}
-	}
-	for _, b := range books {
-		if bw := b.window(); bw.Active(at) {
-			claims = append(claims, claimant{want: b.Machines, matches: b.Matches})
-		}
-	}
-	free := nodes[:0:0]
-	for _, n := range nodes {
-		if !taken[n.ID] {
-			free = append(free, n)
 		}
 	}
 	// The others first, as much as they fit without r; then r. Augmenting
 	// never lowers a claim's flow, and the others together cannot get more
 	// with r than without, so r is served in full exactly when it fits
 	// beside what the others already had.
-	fl := newCalendarFlow(free, claims)
+	fl := &c.flow
+	fl.reset(classes)
+	for i, o := range c.rivals {
+		if len(o.Nodes) == 0 && o.Active(at) {
+			fl.add(o.Count, c.rivalAdj[i])
+		}
+	}
+	for i, b := range c.books {
+		if bw := b.window(); bw.Active(at) {
+			fl.add(b.Machines, c.bookAdj[i])
+		}
+	}
 	fl.serve()
-	mine := fl.add(claimant{want: r.Count, matches: r.Matches})
+	mine := fl.add(c.r.Count, c.rAdj)
 	fl.serve()
-	if fl.served[mine] == r.Count {
+	if fl.served[mine] == c.r.Count {
 		return nil
 	}
 	wanted, available, zone := fl.shortfall()
-	return &CalendarError{Name: r.Name, At: at, Zone: zone, Wanted: wanted, Available: available}
+	return &CalendarError{Name: c.r.Name, At: at, Zone: zone, Wanted: wanted, Available: available}
 }

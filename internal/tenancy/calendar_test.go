@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,6 +131,8 @@ func TestCalendarFlowHall(t *testing.T) {
 			}
 		}
 	}
+	classes, _ := classesOf(nodes)
+	fl := newCalendarFlow(classes)
 	for trial := range 500 {
 		var claims []claimant
 		for range 1 + rng.IntN(5) {
@@ -160,7 +163,10 @@ func TestCalendarFlowHall(t *testing.T) {
 			}
 			hall = hall && want <= reach
 		}
-		fl := newCalendarFlow(nodes, claims)
+		fl.reset(slices.Clone(classes)) // one flow for all trials: reset must leave nothing behind
+		for _, c := range claims {
+			fl.add(c.want, adjOf(classes, c.matches))
+		}
 		fl.serve()
 		full := true
 		for c := range claims {
@@ -173,6 +179,63 @@ func TestCalendarFlowHall(t *testing.T) {
 			if w, a, _ := fl.shortfall(); w <= a {
 				t.Fatalf("trial %d: shortfall %d wanted, %d available", trial, w, a)
 			}
+		}
+	}
+}
+
+// BenchmarkCheckCalendarWith: a region of 64 blocks of 16 H100 machines
+// (4 zones) and 16 of A100, 200 reservations of both SKUs (a quarter
+// bound) and 16 planned holds, staggered so that the window meets them
+// all, at 200 instants.
+func BenchmarkCheckCalendarWith(b *testing.B) {
+	const a100 = fleet.SKUName("Standard_ND96amsr_A100_v4")
+	var zones []fleet.ZoneSpec
+	for z := range 4 {
+		var blocks []fleet.BlockSpec
+		for k := range 20 {
+			sku := h100
+			if k >= 16 {
+				sku = a100
+			}
+			blocks = append(blocks, fleet.BlockSpec{Name: fleet.BlockID(fmt.Sprintf("z%d-b%02d", z, k)), Nodes: []fleet.GroupSpec{{SKU: sku, Count: 16}}})
+		}
+		zones = append(zones, fleet.ZoneSpec{Name: fmt.Sprint(z + 1), Blocks: blocks})
+	}
+	f, err := fleet.Build(fleet.Spec{Regions: []fleet.RegionSpec{{Name: "eastus", Zones: zones}}}, fleet.Builtin())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var others []Reservation
+	next := 0
+	for i := range 200 {
+		sku, zone := h100, ""
+		if i%4 == 3 {
+			sku = a100
+		}
+		if i%3 == 0 {
+			zone = fmt.Sprint(1 + i%4)
+		}
+		o := Reservation{Name: fmt.Sprint("o", i), Region: "eastus", Zone: zone, SKU: sku, Count: 2, Start: at(i), End: at(i + 10)}
+		if i%4 == 1 { // bound: the next two machines of its SKU
+			for len(o.Nodes) < 2 {
+				if n := f.Nodes[next]; n.SKU.Name == sku {
+					o.Nodes = append(o.Nodes, n.ID)
+				}
+				next++
+			}
+		}
+		others = append(others, o)
+	}
+	var books []Booking
+	for i := range 16 {
+		books = append(books, Booking{Region: "eastus", Model: "H100-80G", Block: fleet.BlockID(fmt.Sprintf("z%d-b%02d", i%4, i)), Machines: 8, Start: at(12 * i)})
+	}
+	r := Reservation{Name: "r", Region: "eastus", SKU: h100, Count: 40, Start: at(0), End: at(210)}
+	all := func(*fleet.Node) bool { return true }
+	b.ResetTimer()
+	for range b.N {
+		if err := CheckCalendarWith(&r, others, books, f, all, t0); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

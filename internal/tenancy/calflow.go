@@ -1,6 +1,10 @@
 package tenancy
 
-import "github.com/arbiterhq/arbiter/internal/fleet"
+import (
+	"slices"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+)
 
 // The capacity calendar at one instant is a matching problem: every claim
 // (a reservation by count, a booking) wants some number of machines, each
@@ -25,15 +29,58 @@ type machineClass struct {
 	size int
 }
 
+// classesOf groups nodes into machine classes (in the nodes' order) and
+// returns each node's class.
+func classesOf(nodes []*fleet.Node) ([]machineClass, map[fleet.NodeID]int) {
+	type key struct {
+		zone  string
+		block fleet.BlockID
+		sku   fleet.SKUName
+		model fleet.ModelID
+	}
+	var classes []machineClass
+	index := map[key]int{}
+	of := make(map[fleet.NodeID]int, len(nodes))
+	for _, n := range nodes {
+		k := key{n.Zone, n.Block, n.SKU.Name, n.Model}
+		i, ok := index[k]
+		if !ok {
+			i = len(classes)
+			index[k] = i
+			classes = append(classes, machineClass{node: n})
+		}
+		classes[i].size++
+		of[n.ID] = i
+	}
+	return classes, of
+}
+
+// adjOf lists the classes whose machines matches accepts.
+func adjOf(classes []machineClass, matches func(*fleet.Node) bool) []int {
+	var adj []int
+	for k, mc := range classes {
+		if matches(mc.node) {
+			adj = append(adj, k)
+		}
+	}
+	return adj
+}
+
 // calendarFlow is the flow network of one instant.
 type calendarFlow struct {
-	classes []machineClass
-	claims  []claimant
-	served  []int   // per claim: flow from the source
-	adj     [][]int // per claim: the classes it matches
-	flow    [][]int // per claim, aligned with adj: flow to that class
+	classes []machineClass // their sizes at the instant
+	want    []int          // per claim: its count
+	served  []int          // per claim: flow from the source
+	adj     [][]int        // per claim: the classes it matches
+	flow    [][]int        // per claim, aligned with adj: flow to that class (in flat)
+	flat    []int
 	used    []int   // per class: flow to the sink
 	users   [][]use // per class: the claims with an edge to it
+	// augment's buffers.
+	viaClaim []int
+	viaClass []hop
+	seen     []bool
+	queue    []int
 }
 
 // use is claim c's edge i (into some class).
@@ -42,48 +89,53 @@ type use struct{ c, i int }
 // hop is how augment reached a claim: back along its edge (into class).
 type hop struct{ class, edge int }
 
-// newCalendarFlow builds the network of nodes and claims, with no flow.
-func newCalendarFlow(nodes []*fleet.Node, claims []claimant) *calendarFlow {
-	type key struct {
-		zone  string
-		block fleet.BlockID
-		sku   fleet.SKUName
-		model fleet.ModelID
-	}
+// newCalendarFlow builds the network of the classes, with no claims.
+func newCalendarFlow(classes []machineClass) *calendarFlow {
 	fl := &calendarFlow{}
-	index := map[key]int{}
-	for _, n := range nodes {
-		k := key{n.Zone, n.Block, n.SKU.Name, n.Model}
-		i, ok := index[k]
-		if !ok {
-			i = len(fl.classes)
-			index[k] = i
-			fl.classes = append(fl.classes, machineClass{node: n})
-			fl.users = append(fl.users, nil)
-		}
-		fl.classes[i].size++
-	}
-	fl.used = make([]int, len(fl.classes))
-	for _, c := range claims {
-		fl.add(c)
-	}
+	fl.reset(classes)
 	return fl
 }
 
-// add adds a claim with no flow and returns its index.
-func (fl *calendarFlow) add(c claimant) int {
-	ci := len(fl.claims)
-	fl.claims = append(fl.claims, c)
+// reset empties the network for classes (of the same number as before,
+// or a first use), keeping the memory: one calendar checks many instants.
+func (fl *calendarFlow) reset(classes []machineClass) {
+	fl.classes = classes
+	fl.want, fl.served, fl.adj, fl.flow, fl.flat = fl.want[:0], fl.served[:0], fl.adj[:0], fl.flow[:0], fl.flat[:0]
+	if len(fl.users) != len(classes) {
+		fl.users, fl.used, fl.viaClaim = make([][]use, len(classes)), make([]int, len(classes)), make([]int, len(classes))
+	}
+	for k := range fl.users {
+		fl.users[k] = fl.users[k][:0]
+	}
+	clear(fl.used)
+}
+
+// add adds a claim of want machines from the classes adj (read only),
+// with no flow, and returns its index.
+func (fl *calendarFlow) add(want int, adj []int) int {
+	ci := len(fl.want)
+	fl.want = append(fl.want, want)
 	fl.served = append(fl.served, 0)
-	var adj []int
-	for k, mc := range fl.classes {
-		if c.matches(mc.node) {
-			fl.users[k] = append(fl.users[k], use{ci, len(adj)})
-			adj = append(adj, k)
-		}
+	for i, k := range adj {
+		fl.users[k] = append(fl.users[k], use{ci, i})
 	}
 	fl.adj = append(fl.adj, adj)
-	fl.flow = append(fl.flow, make([]int, len(adj)))
+	// The claims' flows share one backing array; growing it moves the
+	// earlier ones, so they are sliced again from it.
+	from := len(fl.flat)
+	if cap(fl.flat)-from < len(adj) {
+		grown := make([]int, from, 2*cap(fl.flat)+len(adj))
+		copy(grown, fl.flat)
+		fl.flat = grown
+		at := 0
+		for c := range fl.flow {
+			fl.flow[c] = fl.flat[at : at+len(fl.adj[c]) : at+len(fl.adj[c])]
+			at += len(fl.adj[c])
+		}
+	}
+	fl.flat = fl.flat[:from+len(adj)]
+	clear(fl.flat[from:])
+	fl.flow = append(fl.flow, fl.flat[from:from+len(adj):from+len(adj)])
 	return ci
 }
 
@@ -101,19 +153,22 @@ func (fl *calendarFlow) augment() bool {
 	// Claims are reached from the source, or from a class through an
 	// edge carrying flow (moving that claim); classes through an edge
 	// from a reached claim.
-	viaClaim := make([]int, len(fl.classes)) // class ← claim: claim index + 1
-	viaClass := make([]hop, len(fl.claims))  // claim ← class: the edge carrying flow; class -1: from the source
-	seen := make([]bool, len(fl.claims))
-	var queue []int
-	for c := range fl.claims {
-		if fl.served[c] < fl.claims[c].want {
+	// viaClaim: class ← claim (claim index + 1); viaClass: claim ← class
+	// (the edge carrying flow; class -1: from the source).
+	clear(fl.viaClaim)
+	fl.viaClass = slices.Grow(fl.viaClass[:0], len(fl.want))[:len(fl.want)]
+	fl.seen = slices.Grow(fl.seen[:0], len(fl.want))[:len(fl.want)]
+	clear(fl.seen)
+	viaClaim, viaClass, seen, queue := fl.viaClaim, fl.viaClass, fl.seen, fl.queue[:0]
+	defer func() { fl.queue = queue[:0] }()
+	for c := range fl.want {
+		if fl.served[c] < fl.want[c] {
 			seen[c], viaClass[c] = true, hop{-1, -1}
 			queue = append(queue, c)
 		}
 	}
-	for len(queue) > 0 {
-		c := queue[0]
-		queue = queue[1:]
+	for qi := 0; qi < len(queue); qi++ {
+		c := queue[qi]
 		for _, k := range fl.adj[c] {
 			if viaClaim[k] != 0 {
 				continue
@@ -149,7 +204,7 @@ func (fl *calendarFlow) push(k int, viaClaim []int, viaClass []hop) {
 			from := viaClass[c]
 			if from.class == -1 {
 				if pass == 0 {
-					amount = min(amount, fl.claims[c].want-fl.served[c])
+					amount = min(amount, fl.want[c]-fl.served[c])
 				} else {
 					fl.served[c] += amount
 				}
@@ -182,11 +237,11 @@ func indexOf(adj []int, k int) int {
 // (all taken by them), which are fewer. zone is their zone when they all
 // lie in one, "" for the region.
 func (fl *calendarFlow) shortfall() (wanted, available int, zone string) {
-	seenClaim := make([]bool, len(fl.claims))
+	seenClaim := make([]bool, len(fl.want))
 	seenClass := make([]bool, len(fl.classes))
 	var queue []int
-	for c := range fl.claims {
-		if fl.served[c] < fl.claims[c].want {
+	for c := range fl.want {
+		if fl.served[c] < fl.want[c] {
 			seenClaim[c] = true
 			queue = append(queue, c)
 		}
@@ -194,7 +249,7 @@ func (fl *calendarFlow) shortfall() (wanted, available int, zone string) {
 	for len(queue) > 0 {
 		c := queue[0]
 		queue = queue[1:]
-		wanted += fl.claims[c].want
+		wanted += fl.want[c]
 		for _, k := range fl.adj[c] {
 			if seenClass[k] {
 				continue
