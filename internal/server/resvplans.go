@@ -41,7 +41,9 @@ func (s *Server) plannedBookings(wd *world) []tenancy.Booking {
 // machine with any GPU held is not free for one) of the plan's GPU model
 // in its region, in its block for a gang, from the planned start for the
 // workload's expected runtime (open-ended when that is unknown: the core
-// does not expect it to end).
+// does not expect it to end). Plans of single-node work that the core
+// puts on one machine each book a machine of their own: the count errs on
+// the side of the plan (PlannedStart does not say which machines).
 func plannedBooking(pl *sched.PlannedStart, runtime time.Duration) tenancy.Booking {
 	b := tenancy.Booking{Region: pl.Region, Model: pl.Flavor, Block: pl.Block, Machines: pl.Nodes, Start: pl.Start}
 	if runtime > 0 {

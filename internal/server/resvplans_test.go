@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
 )
 
 // Planned holds on the capacity calendar (issue 17 item 4): a
@@ -102,5 +104,28 @@ func TestReservationCalendarCountsPlannedHolds(t *testing.T) {
 	}
 	if _, err := alpha.CreateReservation(h.ctx, "alpha", req("in-plan", 2, after(6*time.Hour), after(9*time.Hour))); err != nil {
 		t.Errorf("2 machines in the window big's plan held, big cancelled: %v", err)
+	}
+}
+
+// TestPlannedBooking: a plan books its nodes of its GPU model in its
+// region (its block for a gang) from its start for the expected runtime;
+// with no runtime known, open-ended.
+func TestPlannedBooking(t *testing.T) {
+	at := time.Date(2030, 1, 2, 14, 0, 0, 0, time.UTC)
+	gang := &sched.PlannedStart{Start: at, Block: "eus-a", Flavor: "A100-80G", Region: "eastus", Nodes: 3}
+	single := &sched.PlannedStart{Start: at, Flavor: "H100-80G", Region: "westus", Nodes: 1}
+	for _, tc := range []struct {
+		name    string
+		pl      *sched.PlannedStart
+		runtime time.Duration
+		want    tenancy.Booking
+	}{
+		{"gang, 5h", gang, 5 * time.Hour, tenancy.Booking{Region: "eastus", Model: "A100-80G", Block: "eus-a", Machines: 3, Start: at, End: at.Add(5 * time.Hour)}},
+		{"gang, runtime unknown", gang, 0, tenancy.Booking{Region: "eastus", Model: "A100-80G", Block: "eus-a", Machines: 3, Start: at}},
+		{"single node", single, time.Hour, tenancy.Booking{Region: "westus", Model: "H100-80G", Machines: 1, Start: at, End: at.Add(time.Hour)}},
+	} {
+		if got := plannedBooking(tc.pl, tc.runtime); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }
