@@ -355,6 +355,9 @@ func (c *Config) bindReservations(errs *yamlfile.Errors) {
 			}
 		}
 		usable := func(n *fleet.Node) bool { return !partitioned[n.ID] }
+		// Only reservations: no cycle has run when the file is loaded, so
+		// there are no planned holds to count (a server passes them to
+		// tenancy.CheckCalendarWith, see internal/server/resvplans.go).
 		if err := tenancy.CheckCalendar(r, f.Reservations[:ri], c.Fleet, usable, f.Now); err != nil {
 			errs.Add(r.Pos, rf, "%v", err)
 			continue

@@ -166,7 +166,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 		res = &store.Reservation{Tenant: tenant, Name: req.Name, Region: req.Region, Zone: req.Zone, SKU: fleet.SKUName(req.SKU), Count: req.Capacity, Start: req.Start, End: req.End}
-		if err := checkCalendar(wd, res, now); err != nil {
+		if err := checkCalendar(wd, res, s.plannedBookings(wd), now); err != nil {
 			return err
 		}
 		// Machines are chosen when the window approaches (bindApproaching);
@@ -225,7 +225,7 @@ func (s *Server) resizeReservation(w http.ResponseWriter, r *http.Request) error
 		case req.Capacity > res.Count:
 			grown := *res
 			grown.Count = req.Capacity
-			if err := checkCalendar(wd, &grown, now); err != nil {
+			if err := checkCalendar(wd, &grown, s.plannedBookings(wd), now); err != nil {
 				return err
 			}
 			var ids []fleet.NodeID

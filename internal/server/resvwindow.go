@@ -45,13 +45,14 @@ func checkWindow(start, end, now time.Time) error {
 
 // checkCalendar refuses (409 InsufficientCapacity) a reservation (new, or
 // grown to its new count) that does not fit the capacity calendar for its
-// window. Partitioned machines serve no reservation.
-func checkCalendar(wd *world, res *store.Reservation, now time.Time) error {
+// window: the other reservations and the bookings (the planned holds, see
+// plannedBookings). Partitioned machines serve no reservation.
+func checkCalendar(wd *world, res *store.Reservation, bookings []tenancy.Booking, now time.Time) error {
 	r := reservationModel(res)
 	others := otherReservations(wd, res)
 	part := wd.partitioned()
 	usable := func(n *fleet.Node) bool { _, p := part[n.ID]; return !p }
-	return tenancy.CheckCalendar(&r, others, wd.Fleet, usable, now)
+	return tenancy.CheckCalendarWith(&r, others, bookings, wd.Fleet, usable, now)
 }
 
 // bindReservation chooses the machines of res for its window (all or

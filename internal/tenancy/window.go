@@ -3,7 +3,6 @@ package tenancy
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -59,16 +58,16 @@ func (r *Reservation) Upcoming(now time.Time) bool {
 
 // ErrCalendarFull is returned (wrapped in a *CalendarError) when the
 // machines that can serve a reservation are all promised to other
-// reservations at some instant of its window.
+// reservations or bookings (planned starts) at some instant of its window.
 var ErrCalendarFull = errors.New("tenancy: capacity calendar full for the reservation's window")
 
 // CalendarError names the first instant of the window at which the
 // reservation does not fit, and the numbers.
 type CalendarError struct {
 	Name      string
-	At        time.Time // the instant (the window's start, or another reservation's)
+	At        time.Time // the instant (the window's start, or another claim's)
 	Zone      string    // the zone short of machines, "" for the region
-	Wanted    int       // machines the reservations active then ask of that scope
+	Wanted    int       // machines it and the claims competing with it then ask of that scope
 	Available int       // machines that can serve them there
 }
 
@@ -77,7 +76,7 @@ func (e *CalendarError) Error() string {
 	if e.Zone != "" {
 		where = "zone " + e.Zone
 	}
-	return fmt.Sprintf("%v: reservation %q: at %s, %d machines wanted in %s by it and the reservations overlapping it, %d available",
+	return fmt.Sprintf("%v: reservation %q: at %s, %d machines wanted in %s by it and the reservations and planned starts overlapping it, %d available",
 		ErrCalendarFull, e.Name, e.At.UTC().Format(time.RFC3339), e.Wanted, where, e.Available)
 }
 
@@ -86,92 +85,11 @@ func (e *CalendarError) Error() string {
 func (e *CalendarError) Unwrap() []error { return []error{ErrCalendarFull, ErrInsufficientCapacity} }
 
 // CheckCalendar checks that r fits the capacity calendar from now on: at
-// every instant of its window, the machines of its region and SKU that
-// usable accepts can serve r and every reservation of others active then
-// (bound ones on their own machines, unbound ones by count, a zoned one
-// only in its zone). The instants checked are r's start and every start of
-// another reservation inside r's window, where the set of active
-// reservations grows. others must not include r.
+// every instant of its window, the usable machines of its region can
+// serve r and every reservation of others active then (bound ones on
+// their own machines, unbound ones by count, a zoned one only in its
+// zone). It is CheckCalendarWith without bookings (no planned holds: the
+// config loader's case). others must not include r.
 func CheckCalendar(r *Reservation, others []Reservation, f *fleet.Fleet, usable func(*fleet.Node) bool, now time.Time) error {
-	from := r.Start
-	if from.IsZero() || from.Before(now) {
-		from = now
-	}
-	window := Reservation{Start: from, End: r.End}
-	var rivals []*Reservation
-	instants := []time.Time{from}
-	for i := range others {
-		o := &others[i]
-		if o.Region != r.Region || o.SKU != r.SKU || !o.Overlaps(&window) {
-			continue
-		}
-		rivals = append(rivals, o)
-		if o.Start.After(from) {
-			instants = append(instants, o.Start)
-		}
-	}
-	slices.SortFunc(instants, func(a, b time.Time) int { return a.Compare(b) })
-	instants = slices.Compact(instants)
-	var nodes []*fleet.Node
-	for _, n := range f.Nodes {
-		if r.Region == n.Region && r.SKU == n.SKU.Name && usable(n) {
-			nodes = append(nodes, n)
-		}
-	}
-	for _, at := range instants {
-		if err := fitsAt(r, rivals, nodes, at); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// fitsAt checks one instant: the bound reservations active at it keep
-// their machines; r and the unbound ones must fit the rest, each zone's
-// zoned demand within its zone and the whole demand within the region
-// (Hall's condition for zone sets nested in the region).
-func fitsAt(r *Reservation, rivals []*Reservation, nodes []*fleet.Node, at time.Time) error {
-	taken := map[fleet.NodeID]bool{}
-	wantZone := map[string]int{}
-	want := 0
-	demand := func(o *Reservation) {
-		want += o.Count
-		if o.Zone != "" {
-			wantZone[o.Zone] += o.Count
-		}
-	}
-	demand(r)
-	for _, o := range rivals {
-		if !o.Active(at) {
-			continue
-		}
-		if len(o.Nodes) == 0 {
-			demand(o)
-			continue
-		}
-		for _, id := range o.Nodes {
-			taken[id] = true
-		}
-	}
-	free, freeZone := 0, map[string]int{}
-	for _, n := range nodes {
-		if !taken[n.ID] {
-			free++
-			freeZone[n.Zone]++
-		}
-	}
-	zones := make([]string, 0, len(wantZone))
-	for z := range wantZone {
-		zones = append(zones, z)
-	}
-	slices.Sort(zones)
-	for _, z := range zones {
-		if wantZone[z] > freeZone[z] {
-			return &CalendarError{Name: r.Name, At: at, Zone: z, Wanted: wantZone[z], Available: freeZone[z]}
-		}
-	}
-	if want > free {
-		return &CalendarError{Name: r.Name, At: at, Wanted: want, Available: free}
-	}
-	return nil
+	return CheckCalendarWith(r, others, nil, f, usable, now)
 }
