@@ -170,7 +170,7 @@ func (s *snapshot) overrunVictim(cl *claim, ri int) bool {
 		return false
 	}
 	r := &s.run[ri]
-	if r.w.Running.OnReservation || r.w.Priority > cl.w.Priority || !r.borrows || s.shield[r.w.Name] {
+	if r.onRes || r.prio > cl.w.Priority || !r.borrows || s.shield[r.w.Name] {
 		return false
 	}
 	_, over := s.runEnd(ri)
@@ -211,6 +211,18 @@ func (s *snapshot) starved(w *workload.Workload) bool {
 	}
 	bound := s.in.Options.Planning.MaxWait[w.Priority]
 	return bound > 0 && w.Running.StartedAt.Sub(w.SubmittedAt) > bound
+}
+
+// starvedRun is starved for running workload ri, computed once a cycle.
+func (s *snapshot) starvedRun(ri int) bool {
+	r := &s.run[ri]
+	if r.starved == 0 {
+		r.starved = 1
+		if s.starved(r.w) {
+			r.starved = 2
+		}
+	}
+	return r.starved == 2
 }
 
 // planStarving plans, before anything else is decided, every pending gang
@@ -464,7 +476,7 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 			// Only preemptible work, borrowers and (PreemptOverrun)
 			// overrunning work can be victims (allowed): the others are
 			// not asked.
-			if preempt && (r.w.Preemptible || r.borrows || s.in.Options.Planning.PreemptOverrun) {
+			if preempt && (r.preemptible || r.borrows || s.in.Options.Planning.PreemptOverrun) {
 				if _, ok := s.allowed(cl, ri); ok {
 					end = ExitTime(r.w)
 				}

@@ -78,7 +78,8 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
 			continue
 		}
-		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, entry: -1, workLost: -1}
+		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, entry: -1, workLost: -1,
+			prio: w.Priority, preemptible: w.Preemptible, onRes: w.Running.OnReservation}
 		ok = true
 		repStart := len(repBuf)
 		for ri, r := range w.Running.Replicas {

@@ -58,14 +58,14 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 	if r.evicted || r.w == cl.w {
 		return victim{}, false
 	}
-	if r.w.Running.OnReservation {
+	if r.onRes {
 		// Work on its own reservation is a kept promise.
 		return victim{}, false
 	}
 	if cl.onRes >= 0 {
 		// Claiming one's own reservation evicts the preemptible work that
 		// borrowed its idle capacity.
-		if r.w.Preemptible && !r.w.Running.OnReservation {
+		if r.preemptible {
 			return victim{ri, 0}, true
 		}
 		return victim{}, false
@@ -79,7 +79,7 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 	// Priority preemption across tenants only takes borrowed capacity:
 	// taking another tenant's guaranteed share would let it reclaim the
 	// share back at once, and the two would evict each other forever.
-	if r.w.Preemptible && r.w.Priority < cl.w.Priority && (r.tenant == cl.tenant || (r.borrows && !s.shield[r.w.Name])) && !s.starved(r.w) {
+	if r.preemptible && r.prio < cl.w.Priority && (r.tenant == cl.tenant || (r.borrows && !s.shield[r.w.Name])) && !s.starvedRun(ri) {
 		return victim{ri, 1}, true
 	}
 	return victim{}, false
@@ -91,8 +91,8 @@ func (s *snapshot) sortVictims(vs []victim) {
 			return x.class - y.class
 		}
 		rx, ry := &s.run[x.run], &s.run[y.run]
-		if rx.w.Priority != ry.w.Priority {
-			return int(rx.w.Priority - ry.w.Priority)
+		if rx.prio != ry.prio {
+			return int(rx.prio - ry.prio)
 		}
 		if lx, ly := s.lost(x.run), s.lost(y.run); lx != ly {
 			if lx < ly {
@@ -110,7 +110,7 @@ func (s *snapshot) costOf(vs []victim) cost {
 		if v.class != 0 {
 			c.nonReclaim++
 		}
-		c.maxPrio = max(c.maxPrio, int(s.run[v.run].w.Priority))
+		c.maxPrio = max(c.maxPrio, int(s.run[v.run].prio))
 		c.lost += s.lost(v.run)
 	}
 	return c

@@ -109,6 +109,14 @@ type runState struct {
 	entry    int           // its tenant's quota entry (tenancy.Tree.Entry), -1: none or on a reservation
 	borrows  bool          // beyond its tenant's guarantee (reclaimable)
 	evicted  bool
+	// Copied from w, so that victim searches over many runs read the
+	// run, not each workload: its priority, whether it is preemptible,
+	// whether it runs on its own reservation; starved is 0 until
+	// computed, then 1 (no) or 2 (yes, see snapshot.starved).
+	prio        workload.Priority
+	preemptible bool
+	onRes       bool
+	starved     int8
 	workLost float64 // -1 until computed; use snapshot.lost
 	nodes    []int   // distinct node indices it touches
 }
