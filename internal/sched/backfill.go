@@ -23,6 +23,7 @@ import (
 // A gang that has waited longer than its class's bound (Planning.MaxWait)
 // is planned before anything else is decided: its block is drained, so
 // that not even higher-ordered work may land there past its planned start.
+// Once started, such a gang is not preempted by priority again (starved).
 //
 // Planning counts whole GPUs only: a workload asking a share of a GPU is
 // not planned, and does not use held GPUs unless it would end in time.

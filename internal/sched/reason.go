@@ -265,7 +265,7 @@ func (p *PlannedStart) Text(show func(workload.ID) bool) string {
 		fmt.Fprintf(&b, ", evicting %d workload%s it may preempt", p.Evicts, plural(p.Evicts))
 	}
 	if p.Starving {
-		fmt.Fprintf(&b, " (waited %s, over its class's bound of %s: the block is drained for it)", roundDur(p.Waited), roundDur(p.MaxWait))
+		fmt.Fprintf(&b, " (waited %s, over its class's bound of %s: the block is drained for it)", ShortDuration(p.Waited), ShortDuration(p.MaxWait))
 	}
 	return b.String()
 }
@@ -277,8 +277,12 @@ func plural(n int) string {
 	return "s"
 }
 
-// roundDur renders d to the minute: 40h, 1h30m, 45m.
-func roundDur(d time.Duration) string {
+// ShortDuration renders d to the minute (under a minute, to the second):
+// 40h, 1h30m, 45m, 20s; the plans' and the server's messages use it.
+func ShortDuration(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(time.Second).String()
+	}
 	d = d.Round(time.Minute)
 	h, m := d/time.Hour, (d%time.Hour)/time.Minute
 	switch {

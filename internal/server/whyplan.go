@@ -107,25 +107,9 @@ func (s *Server) setOverrun(out *api.Why, x *store.Workload, now time.Time) {
 		return
 	}
 	out.Overrun, out.ExpectedRuntime = api.Duration(over), api.Duration(rt)
-	out.Reason += fmt.Sprintf("; %s past its expected runtime of %s", shortDuration(over), shortDuration(rt))
+	out.Reason += fmt.Sprintf("; %s past its expected runtime of %s", sched.ShortDuration(over), sched.ShortDuration(rt))
 	if s.opts.Scheduling.Planning.PreemptOverrun {
 		out.Reason += " (a planned start may preempt it)"
 	}
 }
 
-// shortDuration renders d to the minute (under a minute, to the second):
-// 2h, 1h30m, 45m, 20s.
-func shortDuration(d time.Duration) string {
-	if d < time.Minute {
-		return d.Round(time.Second).String()
-	}
-	d = d.Round(time.Minute)
-	h, m := d/time.Hour, (d%time.Hour)/time.Minute
-	switch {
-	case h == 0:
-		return fmt.Sprintf("%dm", m)
-	case m == 0:
-		return fmt.Sprintf("%dh", h)
-	}
-	return fmt.Sprintf("%dh%dm", h, m)
-}
