@@ -102,13 +102,13 @@ type nodeState struct {
 
 // runState is a running workload during a cycle.
 type runState struct {
-	w        *workload.Workload
-	tenant   int
-	key      tenancy.Key   // model and region it runs in
-	entries  []tenancy.Ref // quota entries it counts against
-	entry    int           // its tenant's quota entry (tenancy.Tree.Entry), -1: none or on a reservation
-	borrows  bool          // beyond its tenant's guarantee (reclaimable)
-	evicted  bool
+	w       *workload.Workload
+	tenant  int
+	key     tenancy.Key   // model and region it runs in
+	entries []tenancy.Ref // quota entries it counts against
+	entry   int           // its tenant's quota entry (tenancy.Tree.Entry), -1: none or on a reservation
+	borrows bool          // beyond its tenant's guarantee (reclaimable)
+	evicted bool
 	// Copied from w, so that victim searches over many runs read the
 	// run, not each workload: its priority, whether it is preemptible,
 	// whether it runs on its own reservation; starved is 0 until
@@ -117,8 +117,8 @@ type runState struct {
 	preemptible bool
 	onRes       bool
 	starved     int8
-	workLost float64 // -1 until computed; use snapshot.lost
-	nodes    []int   // distinct node indices it touches
+	workLost    float64 // -1 until computed; use snapshot.lost
+	nodes       []int   // distinct node indices it touches
 }
 
 // snapshot is the mutable copy of the world one cycle works on.

@@ -112,4 +112,3 @@ func (s *Server) setOverrun(out *api.Why, x *store.Workload, now time.Time) {
 		out.Reason += " (a planned start may preempt it)"
 	}
 }
-
