@@ -162,6 +162,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 				free += resource.MilliGPU(f)
 			}
 		}
+		p.free = int64(free)
 		if p.key.kind != poolReservation {
 			s.free[tenancy.Key{Model: p.key.model, Region: p.key.region}] += free
 		}

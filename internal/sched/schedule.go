@@ -1137,23 +1137,12 @@ func (s *snapshot) upcomingHeld(cl *claim) *UpcomingHold {
 	return h
 }
 
-// freeInReach sums the free GPU capacity of the pools' nodes. Pending
-// workloads that fail alike (a full fleet, a long queue) ask for the same
-// pools while nothing changes, so the last answer is kept until a node's
-// free GPUs change.
+// freeInReach sums the free GPU capacity of the pools' nodes, from the
+// pools' running totals (pool.free, kept by adjust).
 func (s *snapshot) freeInReach(pools []int) resource.MilliGPU {
-	if s.reachSet && s.reachGen == s.freeGen && slices.Equal(s.reachPool, pools) {
-		return s.reachFree
-	}
 	var free resource.MilliGPU
 	for _, pi := range pools {
-		for _, i := range s.pools[pi].nodes {
-			for _, f := range s.nodes[i].free {
-				free += resource.MilliGPU(f)
-			}
-		}
+		free += resource.MilliGPU(s.pools[pi].free)
 	}
-	s.reachSet, s.reachGen, s.reachFree = true, s.freeGen, free
-	s.reachPool = append(s.reachPool[:0], pools...)
 	return free
 }

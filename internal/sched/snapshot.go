@@ -45,6 +45,7 @@ type pool struct {
 	low     []int
 	partial []uint64 // pool positions with a GPU that is partly used
 	maxGPUs int
+	free    int64 // milli-GPUs free on its nodes (kept by adjust)
 }
 
 type bitset []uint64
@@ -171,15 +172,6 @@ type snapshot struct {
 	claimPrio   []int
 	foreignPrio []int
 	shield      map[workload.ID]bool
-
-	// freeGen counts changes to the nodes' free GPUs after the build
-	// (adjust); noFit memoises its "free in reach" sum for the last pool
-	// list at the generation it was computed at.
-	freeGen   uint64
-	reachGen  uint64
-	reachSet  bool
-	reachPool []int
-	reachFree resource.MilliGPU
 
 	// scorer is the named scorer, nil for the default best fit.
 	scorer    score.Scorer
@@ -324,13 +316,17 @@ func (s *snapshot) refundJ(refs []tenancy.Ref, amt resource.MilliGPU) {
 func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
 	ns := &s.nodes[i]
 	oldWhole, oldPartial := ns.whole, ns.partial
-	s.freeGen++
+	var diff int64
 	for _, g := range gpus {
 		before := ns.free[g]
 		after := min(max(before+delta, 0), resource.PerGPU)
 		ns.free[g] = after
+		diff += int64(after - before)
 		countGPU(ns, before, -1)
 		countGPU(ns, after, +1)
+	}
+	if ns.pool >= 0 {
+		s.pools[ns.pool].free += diff
 	}
 	ns.cpu -= cpu
 	ns.mem -= mem
