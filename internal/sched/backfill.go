@@ -435,7 +435,6 @@ func (s *snapshot) nodeSlots(cl *claim, i int, out []slotAt) []slotAt {
 		return out
 	}
 	ends := s.gpuEnds(cl, i)
-	slices.Sort(ends)
 	for k := held + cl.count - 1; k < len(ends); k += cl.count {
 		if ends[k] == never {
 			break
@@ -446,53 +445,27 @@ func (s *snapshot) nodeSlots(cl *claim, i int, out []slotAt) []slotAt {
 }
 
 // gpuEnds returns, per GPU of node i, when it is expected to be wholly
-// free for the claim, from Now: 0 if free now; else the latest expected
-// end of the work on it, where work the claim may evict ends after its
-// exit time, and work with an unknown end never ends.
+// free for the claim, from Now, in ascending order: 0 if free now; else
+// the latest expected end of the work on it, where work the claim may
+// evict ends after its exit time, and work with an unknown end never
+// ends. The part no claim changes is kept per node until the node's GPUs
+// change (nodeEnds); only the work some claim could evict is read per
+// claim. The result is scratch: read it before the next call.
 func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
-	ns := &s.nodes[i]
-	ends := sized(s.buf.ends, len(ns.free))
+	c := s.nodeEnds(i)
+	if len(c.victims) == 0 {
+		return c.sorted
+	}
+	ends := append(s.buf.ends[:0], c.base...)
 	s.buf.ends = ends
-	for g, f := range ns.free {
-		if f == resource.PerGPU {
-			ends[g] = 0
-		} else {
-			ends[g] = -1 // taken by work placed this cycle, unless running work explains it
-		}
-	}
-	preempt := !s.in.Options.DisablePreemption
-	if s.nodeReps == nil {
-		s.indexReplicas()
-	}
-	last, end := -1, time.Duration(0)
-	for _, nr := range s.nodeReps[i] {
+	for _, nr := range c.victims {
 		ri := int(nr.run)
-		r := &s.run[ri]
-		if r.evicted {
-			continue
-		}
-		if ri != last { // a run's replicas on one node are adjacent
-			last = ri
-			end, _ = s.runEnd(ri)
-			// Only preemptible work, borrowers and (PreemptOverrun)
-			// overrunning work can be victims (allowed): the others are
-			// not asked.
-			if preempt && (r.preemptible || r.borrows || s.in.Options.Planning.PreemptOverrun) {
-				if _, ok := s.allowed(cl, ri); ok {
-					end = ExitTime(r.w)
-				}
-			}
+		end, _ := s.runEnd(ri)
+		if _, ok := s.allowed(cl, ri); ok {
+			end = ExitTime(s.run[ri].w)
 		}
 		for _, g := range nr.gpus {
 			ends[g] = max(ends[g], end)
-		}
-	}
-	if s.freshAt != nil {
-		for _, fi := range s.freshAt[i] {
-			f := s.fresh[fi]
-			for _, g := range f.gpus {
-				ends[g] = max(ends[g], f.end)
-			}
 		}
 	}
 	for g := range ends {
@@ -500,7 +473,86 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 			ends[g] = never
 		}
 	}
+	slices.Sort(ends)
 	return ends
+}
+
+// nodeEnd is what gpuEnds keeps of a node between claims: per GPU, the
+// latest expected end of the work no claim could evict (-1: none, and
+// not free: only work that may be evicted, or work placed this cycle
+// with an unknown end, holds it), sorted when no work may be evicted;
+// the replicas of work some claim could evict; and the node's version
+// it was computed at.
+type nodeEnd struct {
+	version uint32
+	base    []time.Duration
+	sorted  []time.Duration
+	victims []nodeRep
+}
+
+// nodeEnds returns node i's nodeEnd, computing it if the node changed.
+func (s *snapshot) nodeEnds(i int) *nodeEnd {
+	if s.ends == nil {
+		s.ends = make([]nodeEnd, len(s.nodes))
+		s.nodeVer = make([]uint32, len(s.nodes))
+		for k := range s.ends {
+			s.ends[k].version = ^uint32(0)
+		}
+	}
+	c := &s.ends[i]
+	if c.version == s.nodeVer[i] {
+		return c
+	}
+	c.version = s.nodeVer[i]
+	ns := &s.nodes[i]
+	c.base = sized(c.base, len(ns.free))
+	for g, f := range ns.free {
+		if f == resource.PerGPU {
+			c.base[g] = 0
+		} else {
+			c.base[g] = -1
+		}
+	}
+	if s.nodeReps == nil {
+		s.indexReplicas()
+	}
+	preempt := !s.in.Options.DisablePreemption
+	c.victims = c.victims[:0]
+	for _, nr := range s.nodeReps[i] {
+		ri := int(nr.run)
+		r := &s.run[ri]
+		if r.evicted {
+			continue
+		}
+		// Only preemptible work, borrowers and (PreemptOverrun)
+		// overrunning work can be victims (allowed).
+		if preempt && (r.preemptible || r.borrows || s.in.Options.Planning.PreemptOverrun) {
+			c.victims = append(c.victims, nr)
+			continue
+		}
+		end, _ := s.runEnd(ri)
+		for _, g := range nr.gpus {
+			c.base[g] = max(c.base[g], end)
+		}
+	}
+	if s.freshAt != nil {
+		for _, fi := range s.freshAt[i] {
+			f := s.fresh[fi]
+			for _, g := range f.gpus {
+				c.base[g] = max(c.base[g], f.end)
+			}
+		}
+	}
+	if len(c.victims) == 0 {
+		c.sorted = append(c.sorted[:0], c.base...)
+		for g := range c.sorted {
+			if c.sorted[g] < 0 {
+				c.sorted[g] = never
+			}
+		}
+		slices.Sort(c.sorted)
+	}
+	return c
 }
 
 // nodeRep is one replica of a running workload on a node.

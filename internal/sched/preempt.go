@@ -73,7 +73,7 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 	if cl.within && r.borrows && r.tenant != cl.tenant {
 		return victim{ri, 0}, true
 	}
-	if s.overrunVictim(cl, ri) {
+	if s.in.Options.Planning.PreemptOverrun && s.overrunVictim(cl, ri) {
 		return victim{ri, 0}, true // run past its expected runtime: first to go
 	}
 	// Priority preemption across tenants only takes borrowed capacity:

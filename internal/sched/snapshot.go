@@ -196,6 +196,8 @@ type snapshot struct {
 	holdOK     []bool          // scratch: per hold, whether a claim may use it
 	runEnds    []time.Duration // per run, its expected end from Now (runEnd)
 	nodeReps   [][]nodeRep     // per node, its running replicas (indexReplicas)
+	ends       []nodeEnd       // per node, what gpuEnds keeps between claims
+	nodeVer    []uint32        // per node, bumped when its GPUs change (nodeEnds)
 	slack      []int
 	fresh      []freshRep
 	freshAt    [][]int32
@@ -316,6 +318,9 @@ func (s *snapshot) refundJ(refs []tenancy.Ref, amt resource.MilliGPU) {
 func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
 	ns := &s.nodes[i]
 	oldWhole, oldPartial := ns.whole, ns.partial
+	if s.nodeVer != nil {
+		s.nodeVer[i]++
+	}
 	var diff int64
 	for _, g := range gpus {
 		before := ns.free[g]
