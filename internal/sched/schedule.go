@@ -762,8 +762,8 @@ func (s *snapshot) mayBorrowReserved(w *workload.Workload) bool {
 
 // endsBefore reports whether w, placed now, is expected to end before
 // r's window opens: r is upcoming (bound, before Start) and Now + w's
-// expected runtime is at most r's Start. Work without an expected runtime
-// is not expected to end.
+// expected runtime (declared, or its class's Planning.DefaultRuntime) is
+// at most r's Start. Work without one is not expected to end.
 func (s *snapshot) endsBefore(w *workload.Workload, r *tenancy.Reservation) bool {
 	rt := s.runtime(w)
 	return r.Upcoming(s.in.Now) && rt > 0 && !s.in.Now.Add(rt).After(r.Start)
