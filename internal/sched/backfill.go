@@ -456,8 +456,14 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 	if len(c.victims) == 0 {
 		return c.sorted
 	}
-	ends := append(s.buf.ends[:0], c.base...)
-	s.buf.ends = ends
+	// Which victims a claim may evict depends on it only through its
+	// victimSig: the last answer is kept for the next claim alike.
+	sig := victimSig{tenant: cl.tenant, prio: cl.w.Priority, within: cl.within,
+		overrun: s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w)}
+	if c.sigSet && c.sig == sig {
+		return c.sorted
+	}
+	ends := append(c.sorted[:0], c.base...)
 	for _, nr := range c.victims {
 		ri := int(nr.run)
 		end, _ := s.runEnd(ri)
@@ -474,7 +480,17 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 		}
 	}
 	slices.Sort(ends)
+	c.sorted, c.sig, c.sigSet = ends, sig, true
 	return ends
+}
+
+// victimSig is what allowed reads of a planned claim (one not on a
+// reservation, not running): claims alike in it may evict the same work.
+type victimSig struct {
+	tenant  int
+	prio    workload.Priority
+	within  bool
+	overrun bool // may evict overrunning work (overrunVictim)
 }
 
 // nodeEnd is what gpuEnds keeps of a node between claims: per GPU, the
@@ -482,12 +498,14 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 // not free: only work that may be evicted, or work placed this cycle
 // with an unknown end, holds it), sorted when no work may be evicted;
 // the replicas of work some claim could evict; and the node's version
-// it was computed at.
+// it was computed at. With victims, sorted is the last claim's ends.
 type nodeEnd struct {
 	version uint32
 	base    []time.Duration
-	sorted  []time.Duration
+	sorted  []time.Duration // with victims: for the claims of sig
 	victims []nodeRep
+	sig     victimSig
+	sigSet  bool
 }
 
 // nodeEnds returns node i's nodeEnd, computing it if the node changed.
@@ -503,7 +521,7 @@ func (s *snapshot) nodeEnds(i int) *nodeEnd {
 	if c.version == s.nodeVer[i] {
 		return c
 	}
-	c.version = s.nodeVer[i]
+	c.version, c.sigSet = s.nodeVer[i], false
 	ns := &s.nodes[i]
 	c.base = sized(c.base, len(ns.free))
 	for g, f := range ns.free {
