@@ -87,6 +87,9 @@ func FuzzParse(f *testing.F) {
 		f.Add(string(data))
 	}
 	f.Add("fleet: {regions: [{name: e, zones: [{name: z, blocks: [{name: b, nodes: [{sku: Standard_NC4as_T4_v3, count: 1}]}]}]}]}\ntenants: [{name: t}]\nworkloads: [{name: w, tenant: t, gpus: 500m, replicas: 1, flavors: [T4], regions: [e]}]\n")
+	if data, err := os.ReadFile("../../examples/backfill.yaml"); err == nil {
+		f.Add(string(data)) // options.planning, running work with expected runtimes
+	}
 	f.Fuzz(func(t *testing.T, src string) {
 		c, err := Parse("fuzz.yaml", []byte(src))
 		if err != nil {

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -652,10 +653,7 @@ func (s *snapshot) hold(f *planFit) *PlannedStart {
 			s.slack[i] = min(s.slack[i], free-s.heldGPUs[i]) - g
 		}
 		s.heldGPUs[i] += g
-		switch len(s.holdsAt[i]) {
-		case 0:
-			s.heldNodes = append(s.heldNodes, i)
-		case 1: // from now on visited by heldFree, not summed
+		if len(s.holdsAt[i]) == 1 { // from now on visited by heldFree, not summed
 			s.holdSum[s.holdsAt[i][0]][s.nodes[i].pool] -= s.heldCount[i]
 			s.heldCount[i] = 0
 			s.multiHeld = append(s.multiHeld, i)
@@ -684,20 +682,8 @@ func (s *snapshot) hold(f *planFit) *PlannedStart {
 			}
 		}
 	}
-	slices.SortFunc(ends, func(a, b ending) int {
-		if a.at != b.at {
-			if a.at > b.at {
-				return -1
-			}
-			return 1
-		}
-		if a.id < b.id {
-			return -1
-		}
-		if a.id > b.id {
-			return 1
-		}
-		return 0
+	slices.SortFunc(ends, func(a, b ending) int { // the last to end first
+		return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(a.id, b.id))
 	})
 	p.EndingCount = len(ends)
 	for _, e := range ends[:min(len(ends), maxEndingNames)] {

@@ -189,7 +189,6 @@ type snapshot struct {
 	holds      []hold
 	holdsAt    [][]int32
 	heldGPUs   []int
-	heldNodes  []int           // nodes with holds, in the order of their first
 	multiHeld  []int           // nodes with several holds
 	holdSum    [][]int         // per hold, per pool: held free GPUs of its single-hold nodes (heldFree)
 	heldCount  []int           // per node: its share of holdSum

@@ -30,28 +30,9 @@ func TestReservationCalendarCountsPlannedHolds(t *testing.T) {
 	tc := newTestClock()
 	h := newHarness(t, planConfig, Options{Clock: tc.Now, RateLimit: -1})
 	alpha, beta := h.tenant("alpha"), h.tenant("beta")
-	a := spec("train-a", 8, 3)
-	a.ExpectedRuntime = api.Duration(2 * time.Hour)
-	p := spec("prep", 8, 1)
-	p.ExpectedRuntime = api.Duration(time.Hour)
-	if _, err := alpha.Submit(h.ctx, "alpha", a); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := beta.Submit(h.ctx, "beta", p); err != nil {
-		t.Fatal(err)
-	}
-	h.s.Cycle(h.ctx)
-	big := spec("big", 8, 3)
-	big.Topology, big.ExpectedRuntime = "same-block", api.Duration(5*time.Hour)
-	if _, err := beta.Submit(h.ctx, "beta", big); err != nil {
-		t.Fatal(err)
-	}
-	h.s.Cycle(h.ctx)
-	ta, err := alpha.Workload(h.ctx, "alpha", "train-a")
-	if err != nil || ta.Running == nil {
-		t.Fatalf("train-a not running: %+v %v", ta, err)
-	}
-	t0 := ta.Running.StartedAt
+	big := bigGang(3)
+	big.ExpectedRuntime = api.Duration(5 * time.Hour)
+	t0 := planWorld(t, h, alpha, beta, big)
 	plan := t0.Add(2 * time.Hour)
 	y, err := h.admin.Why(h.ctx, "beta", "big")
 	if err != nil || !y.PlannedStart.Equal(plan.Truncate(time.Second)) || y.PlannedNodes != 3 || y.PlannedBlock != "eus-a" {

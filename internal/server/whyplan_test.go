@@ -37,9 +37,9 @@ tenants:
 
 // planWorld runs alpha's train-a (3 × 8 GPUs, expected 2h) and beta's
 // prep (1 × 8 GPUs, expected 1h), filling the block, then submits beta's
-// gang big (4 × 8 GPUs, same block), and runs a cycle. It returns
+// gang big (bigGang(4) unless given), and runs a cycle. It returns
 // train-a's start.
-func planWorld(t *testing.T, h *harness, alpha, beta *client.Client) time.Time {
+func planWorld(t *testing.T, h *harness, alpha, beta *client.Client, big ...api.WorkloadSpec) time.Time {
 	t.Helper()
 	a := spec("train-a", 8, 3)
 	a.ExpectedRuntime = api.Duration(2 * time.Hour)
@@ -56,13 +56,22 @@ func planWorld(t *testing.T, h *harness, alpha, beta *client.Client) time.Time {
 	if err != nil || ta.Running == nil {
 		t.Fatalf("train-a not running: %+v %v", ta, err)
 	}
-	big := spec("big", 8, 4)
-	big.Topology = "same-block"
-	if _, err := beta.Submit(h.ctx, "beta", big); err != nil {
+	g := bigGang(4)
+	if len(big) > 0 {
+		g = big[0]
+	}
+	if _, err := beta.Submit(h.ctx, "beta", g); err != nil {
 		t.Fatal(err)
 	}
 	h.s.Cycle(h.ctx)
 	return ta.Running.StartedAt
+}
+
+// bigGang is beta's gang big: replicas × 8 GPUs in one block.
+func bigGang(replicas int) api.WorkloadSpec {
+	big := spec("big", 8, replicas)
+	big.Topology = "same-block"
+	return big
 }
 
 // TestWhyPlannedStart: the live server plans (default planning, nothing

@@ -1,0 +1,44 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+const planningFleet = `fleet: {regions: [{name: e, zones: [{name: z, blocks: [{name: b, nodes: [{sku: Standard_NC4as_T4_v3, count: 1}]}]}]}]}
+tenants: [{name: t}]
+`
+
+// TestPlanningOptions: options.planning as written reaches the core, every
+// field left out takes sched.DefaultPlanning's value, and each bad field
+// is refused naming the field and the line.
+func TestPlanningOptions(t *testing.T) {
+	c, err := Parse("p.yaml", []byte("options:\n  planning: {default_runtime: {normal: 4h}, max_wait: {high: 2h}, overrun: preempt}\n"+planningFleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Input().Options.Planning
+	if got.Depth != sched.DefaultPlanDepth || got.DefaultRuntime[workload.PriorityNormal] != 4*time.Hour ||
+		got.MaxWait[workload.PriorityHigh] != 2*time.Hour || len(got.MaxWait) != 1 || !got.PreemptOverrun {
+		t.Errorf("planning %+v: want the default depth, normal's 4h runtime, high's 2h bound alone, overrun preempt", got)
+	}
+	if c, err := Parse("p.yaml", []byte(planningFleet)); err != nil || c.Input().Options.Planning.Depth != sched.DefaultPlanDepth {
+		t.Errorf("no options.planning: %v, want the defaults", err)
+	}
+	for _, tc := range []struct{ planning, want string }{
+		{"{depth: -1}", "options.planning.depth"},
+		{"{depth: 100000}", "options.planning.depth"},
+		{"{max_wait: {urgent: 1h}}", "options.planning.max_wait.urgent"},
+		{"{default_runtime: {normal: -1h}}", "options.planning.default_runtime.normal"},
+		{"{overrun: kill}", "options.planning.overrun"},
+	} {
+		_, err := Parse("p.yaml", []byte("options:\n  planning: "+tc.planning+"\n"+planningFleet))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "p.yaml:2") {
+			t.Errorf("planning %s: %v; want an error naming %s at p.yaml:2", tc.planning, err, tc.want)
+		}
+	}
+}
