@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // Preemption picks the cheapest allowed set of victims whose removal lets
@@ -83,6 +84,54 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 		return victim{ri, 1}, true
 	}
 	return victim{}, false
+}
+
+// nodeVictims bounds what allowed can find among a node's running work:
+// the lowest priority of its preemptible runs and of its borrowing runs
+// (work on its own reservation left out; noVictim when there is none).
+// Built once a cycle, before any eviction, from classifyBorrowers'
+// marks; evictions only remove victims, so the bounds stay safe.
+type nodeVictims struct {
+	preemptible, borrows workload.Priority
+}
+
+const noVictim = workload.Priority(1 << 30)
+
+// mayHaveVictims reports whether allowed could accept some run on node i
+// for cl: false lets victim searches skip the node without reading its
+// runs. It mirrors allowed's cases, widened.
+func (s *snapshot) mayHaveVictims(cl *claim, i int) bool {
+	if s.victimBounds == nil {
+		s.victimBounds = make([]nodeVictims, len(s.nodes))
+		for n := range s.victimBounds {
+			s.victimBounds[n] = nodeVictims{noVictim, noVictim}
+		}
+		for ri := range s.run {
+			r := &s.run[ri]
+			if r.onRes {
+				continue
+			}
+			for _, n := range r.nodes {
+				b := &s.victimBounds[n]
+				if r.preemptible {
+					b.preemptible = min(b.preemptible, r.prio)
+				}
+				if r.borrows {
+					b.borrows = min(b.borrows, r.prio)
+				}
+			}
+		}
+	}
+	b := s.victimBounds[i]
+	switch {
+	case cl.onRes >= 0:
+		return b.preemptible != noVictim
+	case cl.within && b.borrows != noVictim:
+		return true
+	case s.in.Options.Planning.PreemptOverrun && b.borrows <= cl.w.Priority:
+		return true
+	}
+	return b.preemptible < cl.w.Priority
 }
 
 func (s *snapshot) sortVictims(vs []victim) {
@@ -216,6 +265,9 @@ func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
 	var vs []victim
 	for _, pi := range cl.pools {
 		for _, i := range s.pools[pi].nodes {
+			if !s.mayHaveVictims(cl, i) {
+				continue
+			}
 			ns := &s.nodes[i]
 			vs = vs[:0]
 			var reach int32
@@ -281,6 +333,9 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 				continue
 			}
 			nodes = append(nodes, i)
+			if !s.mayHaveVictims(cl, i) {
+				continue
+			}
 			for _, ri := range s.nodes[i].running {
 				if s.runStamp[ri] == s.stamp {
 					continue

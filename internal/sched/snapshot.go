@@ -152,6 +152,10 @@ type snapshot struct {
 	// counts against.
 	refCache [][]refEntry
 
+	// victimBounds is, per node, what victim searches may find there
+	// (mayHaveVictims); nil until the first search.
+	victimBounds []nodeVictims
+
 	journal []change // undo log for what-if changes
 
 	// failed remembers preemption searches that found nothing, with the
