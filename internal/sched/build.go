@@ -44,18 +44,13 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	s.usage = tenancy.NewLedger(s.tree)
 	s.reserved = tenancy.NewLedger(s.tree)
 	s.tree.ChargeReservations(s.reserved, in.Reservations, f.Catalog, in.Now)
-	// Running workloads take their GPUs and count against quota.
-	nrun, nrep := 0, 0
-	for _, w := range in.Workloads {
-		if w.Running != nil {
-			nrun++
-			nrep += len(w.Running.Replicas)
-		}
-	}
-	s.run = sized(s.buf.run, nrun)[:0]
-	s.replicas = sized(s.buf.replicas, nrun)[:0]
-	repBuf := sized(s.buf.repBuf, nrep)[:0]
-	nodeBuf := sized(s.buf.nodeBuf, nrep)[:0]
+	// Running workloads take their GPUs and count against quota. The
+	// buffers are the last snapshot's: when one grows, the slices taken
+	// from its old array stay valid (nothing writes them again).
+	s.run = s.buf.run[:0]
+	s.replicas = s.buf.replicas[:0]
+	repBuf := s.buf.repBuf[:0]
+	nodeBuf := s.buf.nodeBuf[:0]
 	lastTenant, lastT := "", -1
 	prev, next := &s.buf.where[0], &s.buf.where[1]
 	next.runs, next.idx = next.runs[:0], next.idx[:0]
@@ -169,10 +164,10 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	}
 	s.resUsed = make([]resource.MilliGPU, len(in.Reservations))
 	for i := range s.run {
-		w := s.run[i].w
-		if !w.Running.OnReservation {
+		if !s.run[i].onRes {
 			continue
 		}
+		w := s.run[i].w
 		for ri := range in.Reservations {
 			if in.Reservations[ri].Name == w.Reservation {
 				s.resUsed[ri] = s.resUsed[ri].Add(w.TotalGPUs())
@@ -245,7 +240,7 @@ func (s *snapshot) classifyBorrowers() {
 	for i := range s.run {
 		r := &s.run[i]
 		group[i] = -1
-		if r.w.Running.OnReservation {
+		if r.onRes {
 			continue
 		}
 		idx := r.entry // tree.Entry(r.tenant, r.key), found when the run was built

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -234,16 +235,21 @@ func (s *snapshot) evict(i int) {
 func (s *snapshot) order() []*workload.Workload {
 	items := s.buf.items[:0]
 	nanos := true // every SubmittedAt is exact in int64 nanoseconds
+	lastTenant, lastT, lastOK := "", 0, false
 	for _, w := range s.in.Workloads {
 		if w.Running != nil {
 			continue
 		}
-		it := orderItem{w: w, prio: w.Priority}
+		it := orderItem{w: w, prio: w.Priority, name: namePrefix(w.Name)}
 		var exact bool
 		if it.at, exact = unixNanos(w.SubmittedAt); !exact {
 			nanos = false
 		}
-		if t, ok := s.tree.Lookup(w.Tenant); ok && len(w.Flavors) > 0 && len(w.Regions) > 0 {
+		if w.Tenant != lastTenant || !lastOK {
+			lastTenant = w.Tenant
+			lastT, lastOK = s.tree.Lookup(w.Tenant)
+		}
+		if t, ok := lastT, lastOK; ok && len(w.Flavors) > 0 && len(w.Regions) > 0 {
 			if q, idx, ok := s.tree.Entry(t, w.Flavors[0], w.Regions[0]); ok {
 				g := max(float64(q.Guaranteed), resource.PerGPU)
 				it.share = float64(s.usage[t][idx]) / (g * q.Weight)
@@ -269,6 +275,9 @@ func (s *snapshot) order() []*workload.Workload {
 			}
 		} else if c := a.w.SubmittedAt.Compare(b.w.SubmittedAt); c != 0 {
 			return c
+		}
+		if a.name != b.name {
+			return cmp.Compare(a.name[0], b.name[0])*2 + cmp.Compare(a.name[1], b.name[1])
 		}
 		if c := strings.Compare(string(a.w.Name), string(b.w.Name)); c != 0 {
 			return c
@@ -298,7 +307,17 @@ type orderItem struct {
 	prio  workload.Priority
 	tprio int
 	share float64
-	at    int64 // SubmittedAt in Unix nanoseconds
+	at    int64     // SubmittedAt in Unix nanoseconds
+	name  [2]uint64 // namePrefix(w.Name)
+}
+
+// namePrefix is the first 16 bytes of a name as two big-endian numbers,
+// zero-padded: names whose prefixes differ order as the prefixes do, so
+// the sort reads names themselves only when the prefixes tie.
+func namePrefix(n workload.ID) [2]uint64 {
+	var b [16]byte
+	copy(b[:], n)
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
 }
 
 // claim is one pending workload being decided at one candidate.
