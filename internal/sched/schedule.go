@@ -259,7 +259,15 @@ func (s *snapshot) order() []*workload.Workload {
 		items = append(items, it)
 	}
 	s.buf.items = items
-	slices.SortFunc(items, func(a, b orderItem) int {
+	// The sort moves indices, not the items: a nearly sorted queue (the
+	// usual case) is fixed by shifting, and an item is ten words.
+	idx := sized(s.buf.itemIdx, len(items))
+	s.buf.itemIdx = idx
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(i, j int32) int {
+		a, b := &items[i], &items[j]
 		if a.prio != b.prio {
 			return int(b.prio - a.prio)
 		}
@@ -286,8 +294,8 @@ func (s *snapshot) order() []*workload.Workload {
 	})
 	out := sized(s.buf.pending, len(items))
 	s.buf.pending = out
-	for i, it := range items {
-		out[i] = it.w
+	for i, k := range idx {
+		out[i] = items[k].w
 	}
 	return out
 }

@@ -38,6 +38,7 @@ type scratch struct {
 	group    []int // classifyBorrowers
 	borrow   []borrowKey
 	items    []orderItem
+	itemIdx  []int32
 	slots    []slotAt        // planned starts
 	ends     []time.Duration // planned starts
 	pending  []*workload.Workload
