@@ -44,9 +44,21 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	s.usage = tenancy.NewLedger(s.tree)
 	s.reserved = tenancy.NewLedger(s.tree)
 	s.tree.ChargeReservations(s.reserved, in.Reservations, f.Catalog, in.Now)
-	// Running workloads take their GPUs and count against quota. The
-	// buffers are the last snapshot's: when one grows, the slices taken
-	// from its old array stay valid (nothing writes them again).
+	// Running workloads take their GPUs and count against quota. With a
+	// cache the buffers are the last snapshot's, which fit nearly always:
+	// when one grows, the slices taken from its old array stay valid
+	// (nothing writes them again). Without, they are sized first.
+	if in.Cache == nil {
+		nrun, nrep := 0, 0
+		for _, w := range in.Workloads {
+			if w.Running != nil {
+				nrun++
+				nrep += len(w.Running.Replicas)
+			}
+		}
+		s.buf.run, s.buf.replicas = make([]runState, 0, nrun), make([][]replicaAt, 0, nrun)
+		s.buf.repBuf, s.buf.nodeBuf = make([]replicaAt, 0, nrep), make([]int, 0, nrep)
+	}
 	s.run = s.buf.run[:0]
 	s.replicas = s.buf.replicas[:0]
 	repBuf := s.buf.repBuf[:0]

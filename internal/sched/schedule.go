@@ -234,6 +234,9 @@ func (s *snapshot) evict(i int) {
 // guarantee and weight (least served first), then submission time, then name.
 func (s *snapshot) order() []*workload.Workload {
 	items := s.buf.items[:0]
+	if cap(items) < len(s.in.Workloads) {
+		items = make([]orderItem, 0, len(s.in.Workloads))
+	}
 	nanos := true // every SubmittedAt is exact in int64 nanoseconds
 	lastTenant, lastT, lastOK := "", 0, false
 	for _, w := range s.in.Workloads {
