@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -32,7 +31,8 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		buf:      scratchFor(in),
 	}
 	var conflicts []string
-	s.instantiate(in.Cache.skeleton(in))
+	sk := in.Cache.skeleton(in)
+	s.instantiate(sk)
 	var err error
 	if s.scorer, err = newScorer(in); err != nil {
 		conflicts = append(conflicts, err.Error())
@@ -44,112 +44,9 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	s.usage = tenancy.NewLedger(s.tree)
 	s.reserved = tenancy.NewLedger(s.tree)
 	s.tree.ChargeReservations(s.reserved, in.Reservations, f.Catalog, in.Now)
-	// Running workloads take their GPUs and count against quota. With a
-	// cache the buffers are the last snapshot's, which fit nearly always:
-	// when one grows, the slices taken from its old array stay valid
-	// (nothing writes them again). Without, they are sized first.
-	if in.Cache == nil {
-		nrun, nrep := 0, 0
-		for _, w := range in.Workloads {
-			if w.Running != nil {
-				nrun++
-				nrep += len(w.Running.Replicas)
-			}
-		}
-		s.buf.run, s.buf.replicas = make([]runState, 0, nrun), make([][]replicaAt, 0, nrun)
-		s.buf.repBuf, s.buf.nodeBuf = make([]replicaAt, 0, nrep), make([]int, 0, nrep)
-	}
-	s.run = s.buf.run[:0]
-	s.replicas = s.buf.replicas[:0]
-	repBuf := s.buf.repBuf[:0]
-	nodeBuf := s.buf.nodeBuf[:0]
-	lastTenant, lastT := "", -1
-	prev, next := &s.buf.where[0], &s.buf.where[1]
-	next.runs, next.idx = next.runs[:0], next.idx[:0]
-	cur := 0
-	for _, w := range in.Workloads {
-		if w.Running == nil {
-			continue
-		}
-		hint := prev.hint(w.Running, &cur)
-		idxStart := len(next.idx)
-		t, ok := lastT, lastT >= 0 && w.Tenant == lastTenant
-		if !ok {
-			t, ok = s.tree.Lookup(w.Tenant)
-			lastTenant, lastT = w.Tenant, t
-			if !ok {
-				lastT = -1
-			}
-		}
-		if !ok {
-			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
-			continue
-		}
-		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, entry: -1, workLost: -1,
-			prio: w.Priority, preemptible: w.Preemptible, onRes: w.Running.OnReservation}
-		ok = true
-		repStart := len(repBuf)
-		for ri, r := range w.Running.Replicas {
-			var n *fleet.Node
-			found := false
-			if ri < len(hint) && int(hint[ri]) < len(f.Nodes) && f.Nodes[hint[ri]].ID == r.Node {
-				n, found = f.Nodes[hint[ri]], true
-			} else {
-				n, found = f.Node(r.Node)
-			}
-			if !found {
-				conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: unknown node %q", w.Name, ri, r.Node))
-				ok = false
-				break
-			}
-			milli := int32(r.Milli)
-			if milli <= 0 {
-				milli = int32(min(w.GPUs, resource.PerGPU))
-			}
-			for _, g := range r.GPUs {
-				if g < 0 || g >= n.GPUs {
-					conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: node %s has no GPU %d", w.Name, ri, n.ID, g))
-					ok = false
-				} else if s.nodes[n.Index].free[g] < milli {
-					conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: GPU %d of node %s is already allocated", w.Name, ri, g, n.ID))
-					ok = false
-				}
-			}
-			if !ok {
-				break
-			}
-			s.nodes[n.Index].hold(r.GPUs, -milli, w.CPU, w.Memory)
-			repBuf = append(repBuf, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli})
-			next.idx = append(next.idx, int32(n.Index))
-		}
-		if ok {
-			next.runs = append(next.runs, hintRun{a: w.Running, nodes: next.idx[idxStart:len(next.idx):len(next.idx)]})
-		}
-		reps := repBuf[repStart:len(repBuf):len(repBuf)]
-		if !ok {
-			for _, r := range reps {
-				s.nodes[r.node].hold(r.gpus, r.milli, -w.CPU, -w.Memory)
-			}
-			repBuf = repBuf[:repStart]
-			continue
-		}
-		if !w.Running.OnReservation {
-			rs.entries, rs.entry = s.refsFor(t, rs.key)
-			s.charge(rs.entries, w.TotalGPUs())
-		}
-		nodeStart := len(nodeBuf)
-		for _, r := range reps {
-			if !containsInt(nodeBuf[nodeStart:], r.node) {
-				nodeBuf = append(nodeBuf, r.node)
-			}
-		}
-		rs.nodes = nodeBuf[nodeStart:len(nodeBuf):len(nodeBuf)]
-		s.run = append(s.run, rs)
-		s.replicas = append(s.replicas, reps)
-	}
-	s.buf.run, s.buf.replicas, s.buf.repBuf, s.buf.nodeBuf = s.run, s.replicas, repBuf, nodeBuf
-	s.buf.where[0], s.buf.where[1] = *next, *prev
-	s.indexRunning(len(nodeBuf))
+	// Running workloads take their GPUs and count against quota.
+	conflicts = append(conflicts, s.holdRunning(sk)...)
+	s.indexRunning(len(s.buf.cur().nodeIdx))
 	// Index the pools now that running work holds its GPUs.
 	for _, p := range s.pools {
 		p.buckets = make([][]uint64, p.maxGPUs+1)

@@ -582,8 +582,8 @@ func propTerse(in Input, p Plan) error {
 
 // propCache: a Cache, cold or warm, never changes the plan, also warmed
 // by a different world first (its skeleton and reused buffers sized for
-// more or fewer workloads than this one's), and with replicas moved in
-// place since the last cycle.
+// more or fewer workloads than this one's), with replicas moved since the
+// last cycle, and kept over cycles.
 func propCache(in Input, p Plan) error {
 	want, _ := json.Marshal(p)
 	in.Cache = &Cache{}
@@ -604,31 +604,86 @@ func propCache(in Input, p Plan) error {
 			return fmt.Errorf("plan with cache (pass %d) differs", i)
 		}
 	}
-	// The cache's node hints are checked, not trusted: two running
-	// workloads' replicas swapped in place (same Assignments) are decided
-	// as without a cache.
-	var a, b *workload.Replica
-	for _, w := range in.Workloads {
+	// A cache's contract: an Assignment is not changed in place between
+	// cycles. Two running workloads' replicas swapped in new Assignments
+	// (as Apply and the simulator make them) are decided as without a
+	// cache.
+	moved := slices.Clone(in.Workloads)
+	var a, b int = -1, -1
+	for i, w := range moved {
 		if w.Running == nil || len(w.Running.Replicas) == 0 {
 			continue
 		}
-		if r := &w.Running.Replicas[0]; a == nil {
-			a = r
-		} else if r.Node != a.Node {
-			b = r
+		if a < 0 {
+			a = i
+		} else if w.Running.Replicas[0].Node != moved[a].Running.Replicas[0].Node {
+			b = i
 			break
 		}
 	}
-	if a != nil && b != nil {
-		a.Node, b.Node = b.Node, a.Node
-		cold := in
-		cold.Cache = nil
-		want, _ := json.Marshal(Schedule(cold))
-		got, _ := json.Marshal(Schedule(in))
-		a.Node, b.Node = b.Node, a.Node
-		if !bytes.Equal(want, got) {
-			return fmt.Errorf("plan with cache differs after replicas moved in place")
+	if b >= 0 {
+		for _, pair := range [][2]int{{a, b}, {b, a}} {
+			c := *moved[pair[0]]
+			r := *c.Running
+			r.Replicas = slices.Clone(r.Replicas)
+			r.Replicas[0].Node = in.Workloads[pair[1]].Running.Replicas[0].Node
+			c.Running = &r
+			moved[pair[0]] = &c
 		}
+		warm, cold := in, in
+		warm.Workloads, cold.Workloads, cold.Cache = moved, moved, nil
+		want, _ := json.Marshal(Schedule(cold))
+		got, _ := json.Marshal(Schedule(warm))
+		if !bytes.Equal(want, got) {
+			return fmt.Errorf("plan with cache differs after replicas moved to new Assignments")
+		}
+	}
+	return propCacheCycles(in)
+}
+
+// propCacheCycles: over cycles that apply their plans, end some runs
+// (every third, in turn), move time on and add arrivals, a cache kept
+// from cycle to cycle never changes a plan.
+func propCacheCycles(in Input) error {
+	warm, cold := in, in
+	warm.Cache, cold.Cache = &Cache{}, nil
+	ws := in.Workloads
+	for cycle := 0; cycle < 4; cycle++ {
+		warm.Workloads, cold.Workloads = ws, ws
+		p := Schedule(cold)
+		want, _ := json.Marshal(p)
+		got, _ := json.Marshal(Schedule(warm))
+		if !bytes.Equal(want, got) {
+			return fmt.Errorf("cycle %d: plan with a kept cache differs", cycle)
+		}
+		next := Apply(ws, p, warm.Now)[:0:0]
+		for i, w := range Apply(ws, p, warm.Now) {
+			if w.Running != nil && (i+cycle)%3 == 0 {
+				continue // ended
+			}
+			next = append(next, w)
+		}
+		if cycle == 1 {
+			// A copy of a run with another request but the same
+			// Assignment (as a policy's override copies a workload)
+			// holds what it asks now.
+			for i, w := range next {
+				if w.Running != nil {
+					c := *w
+					c.CPU, c.Memory = c.CPU+resource.MilliCPU(1000*(1+i%4)), c.Memory+resource.MiB(1024*(i%3))
+					c.GPUs = min(c.GPUs+resource.PerGPU/2, resource.PerGPU)
+					next[i] = &c
+				}
+			}
+		}
+		if len(ws) > 0 && cycle%2 == 0 {
+			c := *ws[len(ws)-1]
+			c.Name, c.Running, c.SubmittedAt = workload.ID(fmt.Sprintf("arrival-%d", cycle)), nil, warm.Now
+			next = append(next, &c)
+		}
+		ws = next
+		warm.Now = warm.Now.Add(time.Minute)
+		cold.Now = warm.Now
 	}
 	return nil
 }

@@ -31,8 +31,6 @@ type scratch struct {
 	backing  []int32
 	run      []runState
 	replicas [][]replicaAt
-	repBuf   []replicaAt
-	nodeBuf  []int
 	count    []int // indexRunning
 	running  []int // indexRunning
 	group    []int // classifyBorrowers
@@ -42,38 +40,11 @@ type scratch struct {
 	slots    []slotAt        // planned starts
 	ends     []time.Duration // planned starts
 	pending  []*workload.Workload
-	// where remembers the fleet index of each running workload's replicas
-	// in the last snapshot (where[0]) and collects this one's (where[1]).
-	where [2]nodeHints
-}
-
-// nodeHints lists, for running workloads in input order, the fleet index
-// of each replica's node: a hint, checked against the node's ID before
-// use, that saves looking the node up by name.
-type nodeHints struct {
-	runs []hintRun
-	idx  []int32
-}
-
-type hintRun struct {
-	a     *workload.Assignment
-	nodes []int32
-}
-
-// hintWindow is how far ahead in the last snapshot's list a running
-// workload's hint is looked for (workloads that ended since leave gaps).
-const hintWindow = 8
-
-// hint returns the node indices remembered for a, searching from *cur
-// and moving *cur past it when found.
-func (h *nodeHints) hint(a *workload.Assignment, cur *int) []int32 {
-	for k := *cur; k < len(h.runs) && k < *cur+hintWindow; k++ {
-		if h.runs[k].a == a {
-			*cur = k + 1
-			return h.runs[k].nodes
-		}
-	}
-	return nil
+	// base is the last snapshot's base (base[0]) and the one before
+	// (base[1]), whose buffers the next snapshot reuses; match is
+	// holdFrom's.
+	base  [2]baseState
+	match []int32
 }
 
 // scratchFor returns the buffers a snapshot of in may reuse: the cache's,

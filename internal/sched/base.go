@@ -1,0 +1,247 @@
+package sched
+
+import (
+	"fmt"
+
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// baseState is what running work left on the nodes in a snapshot, before
+// any decision, and the runs that left it. With a Cache, the next
+// snapshot of the same skeleton starts from the last one's base and
+// applies what changed: the runs gone give their GPUs back, the new ones
+// take theirs. Between two simulator cycles a few dozen of thousands of
+// runs change; the others' replicas are not read again.
+type baseState struct {
+	skel    *skeleton
+	nodes   []nodeState // running is nil; free points into backing
+	backing []int32
+	runs    []baseRun
+	reps    []replicaAt // the runs' replicas, then the snapshot's
+	nodeIdx []int       // the runs' distinct nodes
+}
+
+// baseRun is one run of a base: its Assignment (the identity a run is
+// matched by), what its holds read of its workload, and its replicas.
+type baseRun struct {
+	a        *workload.Assignment
+	cpu      resource.MilliCPU
+	mem      resource.MiB
+	gpus     resource.MilliGPU
+	replicas int
+	reps     []replicaAt
+	nodes    []int
+	kept     bool // matched by a run of the snapshot being built
+}
+
+// matchWindow is how far ahead in the last base's runs a running
+// workload's Assignment is looked for (runs that ended leave gaps).
+const matchWindow = 16
+
+func (b *baseState) find(a *workload.Assignment, cur *int) int {
+	for k := *cur; k < len(b.runs) && k < *cur+matchWindow; k++ {
+		if b.runs[k].a == a {
+			*cur = k + 1
+			return k
+		}
+	}
+	return -1
+}
+
+// sameHolds reports whether run r of the last base holds what w's run
+// would: the same Assignment (a Cache's contract: an Assignment is not
+// changed in place between cycles) and the same per-replica request.
+func (r *baseRun) sameHolds(w *workload.Workload) bool {
+	return r.a == w.Running && r.cpu == w.CPU && r.mem == w.Memory && r.gpus == w.GPUs && r.replicas == w.Replicas
+}
+
+// cur is the base of the snapshot built last.
+func (sc *scratch) cur() *baseState { return &sc.base[0] }
+
+// holdRunning makes every running workload take its GPUs, CPU and memory
+// and count against its quota, and returns the inconsistencies found
+// (unknown tenants or nodes, GPU indices out of range, GPUs given
+// twice): a run with one holds nothing. With a Cache it starts from the
+// last snapshot's base when the skeleton is the same; any inconsistency
+// then sends it back to the skeleton, so that which run is blamed, and
+// what the others hold, is what a snapshot built afresh finds.
+func (s *snapshot) holdRunning(sk *skeleton) []string {
+	prev, next := &s.buf.base[0], &s.buf.base[1]
+	incremental := s.in.Cache != nil && prev.skel == sk
+	if incremental {
+		conflicts := s.holdFrom(sk, prev, next)
+		if conflicts == nil {
+			s.buf.base[0], s.buf.base[1] = *next, *prev
+			return nil
+		}
+		s.instantiate(sk)
+		s.usage = tenancy.NewLedger(s.tree)
+	}
+	conflicts := s.holdFrom(sk, nil, next)
+	if s.in.Cache != nil {
+		s.buf.base[0], s.buf.base[1] = *next, *prev
+	} else {
+		s.buf.base[0] = *next
+	}
+	return conflicts
+}
+
+// holdFrom holds the running work on the skeleton's nodes (prev nil) or
+// on prev's, collecting the base in next. From prev, it returns nil only
+// when nothing was inconsistent.
+func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
+	in, f := s.in, s.in.Fleet
+	var conflicts []string
+	var match []int32 // per running workload, its run in prev or -1
+	if prev != nil {
+		for k := range prev.runs {
+			prev.runs[k].kept = false
+		}
+		match = s.buf.match[:0]
+		cur := 0
+		for _, w := range in.Workloads {
+			if w.Running == nil {
+				continue
+			}
+			k := prev.find(w.Running, &cur)
+			if k >= 0 && prev.runs[k].sameHolds(w) {
+				prev.runs[k].kept = true
+			} else {
+				k = -1
+			}
+			match = append(match, int32(k))
+		}
+		s.buf.match = match
+		// Start from prev's nodes; the runs that are gone give back.
+		s.nodes = append(s.buf.nodes[:0], prev.nodes...)
+		backing := append(s.buf.backing[:0], prev.backing...)
+		s.buf.nodes, s.buf.backing = s.nodes, backing
+		for i := range s.nodes {
+			n := s.nodes[i].node.GPUs
+			off := sk.offsets[i]
+			s.nodes[i].free = backing[off : off+n : off+n]
+		}
+		for k := range prev.runs {
+			if r := &prev.runs[k]; !r.kept {
+				for _, rep := range r.reps {
+					s.nodes[rep.node].hold(rep.gpus, rep.milli, -r.cpu, -r.mem)
+				}
+			}
+		}
+	}
+	if in.Cache == nil {
+		// Size the buffers: there is no last snapshot's to reuse.
+		nrun, nrep := 0, 0
+		for _, w := range in.Workloads {
+			if w.Running != nil {
+				nrun++
+				nrep += len(w.Running.Replicas)
+			}
+		}
+		s.buf.run, s.buf.replicas = make([]runState, 0, nrun), make([][]replicaAt, 0, nrun)
+		next.runs, next.reps, next.nodeIdx = make([]baseRun, 0, nrun), make([]replicaAt, 0, nrep), make([]int, 0, nrep)
+	}
+	// With a cache the buffers are those of the snapshot before last,
+	// which fit nearly always: when one grows, the slices taken from its
+	// old array stay valid (nothing writes them again).
+	s.run, s.replicas = s.buf.run[:0], s.buf.replicas[:0]
+	runs, repBuf, nodeBuf := next.runs[:0], next.reps[:0], next.nodeIdx[:0]
+	lastTenant, lastT := "", -1
+	j := -1 // index among the running workloads
+	for _, w := range in.Workloads {
+		if w.Running == nil {
+			continue
+		}
+		if prev != nil && conflicts != nil {
+			return conflicts // built afresh instead
+		}
+		j++
+		t, ok := lastT, lastT >= 0 && w.Tenant == lastTenant
+		if !ok {
+			t, ok = s.tree.Lookup(w.Tenant)
+			lastTenant, lastT = w.Tenant, t
+			if !ok {
+				lastT = -1
+			}
+		}
+		if !ok {
+			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
+			continue
+		}
+		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, entry: -1, workLost: -1,
+			prio: w.Priority, preemptible: w.Preemptible, onRes: w.Running.OnReservation}
+		repStart, nodeStart := len(repBuf), len(nodeBuf)
+		if match != nil && match[j] >= 0 {
+			// Held in prev's nodes already.
+			r := &prev.runs[match[j]]
+			repBuf = append(repBuf, r.reps...)
+			nodeBuf = append(nodeBuf, r.nodes...)
+		} else {
+			ok = true
+			for ri, r := range w.Running.Replicas {
+				n, found := f.Node(r.Node)
+				if !found {
+					conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: unknown node %q", w.Name, ri, r.Node))
+					ok = false
+					break
+				}
+				milli := int32(r.Milli)
+				if milli <= 0 {
+					milli = int32(min(w.GPUs, resource.PerGPU))
+				}
+				for _, g := range r.GPUs {
+					if g < 0 || g >= n.GPUs {
+						conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: node %s has no GPU %d", w.Name, ri, n.ID, g))
+						ok = false
+					} else if s.nodes[n.Index].free[g] < milli {
+						conflicts = append(conflicts, fmt.Sprintf("running workload %s replica %d: GPU %d of node %s is already allocated", w.Name, ri, g, n.ID))
+						ok = false
+					}
+				}
+				if !ok {
+					break
+				}
+				s.nodes[n.Index].hold(r.GPUs, -milli, w.CPU, w.Memory)
+				repBuf = append(repBuf, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli})
+			}
+			if !ok {
+				for _, r := range repBuf[repStart:] {
+					s.nodes[r.node].hold(r.gpus, r.milli, -w.CPU, -w.Memory)
+				}
+				repBuf = repBuf[:repStart]
+				continue
+			}
+			for _, r := range repBuf[repStart:] {
+				if !containsInt(nodeBuf[nodeStart:], r.node) {
+					nodeBuf = append(nodeBuf, r.node)
+				}
+			}
+		}
+		if prev != nil && conflicts != nil {
+			return conflicts
+		}
+		reps := repBuf[repStart:len(repBuf):len(repBuf)]
+		rs.nodes = nodeBuf[nodeStart:len(nodeBuf):len(nodeBuf)]
+		if !rs.onRes {
+			rs.entries, rs.entry = s.refsFor(t, rs.key)
+			s.charge(rs.entries, w.TotalGPUs())
+		}
+		s.run = append(s.run, rs)
+		s.replicas = append(s.replicas, reps)
+		runs = append(runs, baseRun{a: w.Running, cpu: w.CPU, mem: w.Memory, gpus: w.GPUs, replicas: w.Replicas, reps: reps, nodes: rs.nodes})
+	}
+	if prev != nil && conflicts != nil {
+		return conflicts
+	}
+	s.buf.run, s.buf.replicas = s.run, s.replicas
+	next.runs, next.reps, next.nodeIdx = runs, repBuf, nodeBuf
+	if in.Cache != nil {
+		// The base: the nodes as running work left them.
+		next.skel = sk
+		next.nodes = append(next.nodes[:0], s.nodes...)
+		next.backing = append(next.backing[:0], s.buf.backing...)
+	}
+	return conflicts
+}
