@@ -33,7 +33,14 @@ type baseRun struct {
 	replicas int
 	reps     []replicaAt
 	nodes    []int
-	kept     bool // matched by a run of the snapshot being built
+	// What the snapshot reads of the Assignment, so that a kept run's
+	// is not read again.
+	key     tenancy.Key
+	started int64 // StartedAt in Unix nanoseconds, when exact
+	exact   bool
+	onRes   bool
+	within  bool
+	kept    bool // matched by a run of the snapshot being built
 }
 
 // matchWindow is how far ahead in the last base's runs a running
@@ -170,15 +177,19 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
 			continue
 		}
-		rs := runState{w: w, tenant: t, key: tenancy.Key{Model: w.Running.Flavor, Region: w.Running.Region}, entry: -1, workLost: -1,
-			prio: w.Priority, preemptible: w.Preemptible, onRes: w.Running.OnReservation}
+		rs := runState{w: w, tenant: t, entry: -1, workLost: -1, prio: w.Priority, preemptible: w.Preemptible, total: w.TotalGPUs()}
+		br := baseRun{a: w.Running, cpu: w.CPU, mem: w.Memory, gpus: w.GPUs, replicas: w.Replicas}
 		repStart, nodeStart := len(repBuf), len(nodeBuf)
 		if match != nil && match[j] >= 0 {
 			// Held in prev's nodes already.
 			r := &prev.runs[match[j]]
+			br.key, br.started, br.exact, br.onRes, br.within = r.key, r.started, r.exact, r.onRes, r.within
 			repBuf = append(repBuf, r.reps...)
 			nodeBuf = append(nodeBuf, r.nodes...)
 		} else {
+			a := w.Running
+			br.key, br.onRes, br.within = tenancy.Key{Model: a.Flavor, Region: a.Region}, a.OnReservation, a.Within
+			br.started, br.exact = unixNanos(a.StartedAt)
 			ok = true
 			for ri, r := range w.Running.Replicas {
 				n, found := f.Node(r.Node)
@@ -224,13 +235,15 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 		}
 		reps := repBuf[repStart:len(repBuf):len(repBuf)]
 		rs.nodes = nodeBuf[nodeStart:len(nodeBuf):len(nodeBuf)]
+		rs.key, rs.onRes, rs.within, rs.started, rs.startedExact = br.key, br.onRes, br.within, br.started, br.exact
 		if !rs.onRes {
 			rs.entries, rs.entry = s.refsFor(t, rs.key)
-			s.charge(rs.entries, w.TotalGPUs())
+			s.charge(rs.entries, rs.total)
 		}
 		s.run = append(s.run, rs)
 		s.replicas = append(s.replicas, reps)
-		runs = append(runs, baseRun{a: w.Running, cpu: w.CPU, mem: w.Memory, gpus: w.GPUs, replicas: w.Replicas, reps: reps, nodes: rs.nodes})
+		br.reps, br.nodes = reps, rs.nodes
+		runs = append(runs, br)
 	}
 	if prev != nil && conflicts != nil {
 		return conflicts

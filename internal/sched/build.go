@@ -160,7 +160,7 @@ func (s *snapshot) classifyBorrowers() {
 		g := base[r.tenant] + idx
 		group[i] = g
 		guaranteed[g] = tenants[r.tenant].Quotas[idx].Guaranteed
-		total[g] = total[g].Add(r.w.TotalGPUs())
+		total[g] = total[g].Add(r.total)
 		count[g+1]++
 	}
 	// Only a group above its guarantee has borrowers: a group within it
@@ -197,13 +197,9 @@ func (s *snapshot) classifyBorrowers() {
 		keys := s.buf.borrow[:0]
 		nanos := true // every StartedAt is exact in int64 nanoseconds
 		for _, i := range grp {
-			w := s.run[i].w
-			k := borrowKey{run: i, prio: w.Priority, within: w.Running.Within, w: w}
-			var exact bool
-			if k.started, exact = unixNanos(w.Running.StartedAt); !exact {
-				nanos = false
-			}
-			keys = append(keys, k)
+			r := &s.run[i]
+			keys = append(keys, borrowKey{run: i, prio: r.prio, within: r.within, started: r.started, w: r.w})
+			nanos = nanos && r.startedExact
 		}
 		s.buf.borrow = keys
 		slices.SortFunc(keys, func(a, b borrowKey) int {
@@ -230,7 +226,7 @@ func (s *snapshot) classifyBorrowers() {
 		})
 		var cum resource.MilliGPU
 		for _, k := range keys {
-			cum = cum.Add(k.w.TotalGPUs())
+			cum = cum.Add(s.run[k.run].total)
 			s.run[k.run].borrows = cum > guaranteed[g]
 		}
 	}
