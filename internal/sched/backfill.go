@@ -759,22 +759,28 @@ func (s *snapshot) heldFree(cl *claim) *PlanHold {
 			h.Start = start
 		}
 	}
-	ok := s.holdOK[:0]
-	for hi := range s.holds {
-		use := s.mayUseHold(cl, &s.holds[hi])
-		ok = append(ok, use)
-		if use {
-			continue
+	// ok[hi]: 0 not asked yet, 1 the claim may use hold hi, 2 not.
+	ok := sized(s.holdOK, len(s.holds))
+	clear(ok)
+	s.holdOK = ok
+	mayUse := func(hi int) bool {
+		if ok[hi] == 0 {
+			ok[hi] = 2
+			if s.mayUseHold(cl, &s.holds[hi]) {
+				ok[hi] = 1
+			}
 		}
+		return ok[hi] == 1
+	}
+	for hi := range s.holds {
 		n := 0
 		for _, pi := range cl.pools {
 			n += s.holdSum[hi][pi]
 		}
-		if n > 0 {
+		if n > 0 && !mayUse(hi) {
 			add(n, s.holds[hi].start)
 		}
 	}
-	s.holdOK = ok
 	for _, i := range s.multiHeld {
 		if !s.inPools(cl, i) {
 			continue
@@ -782,7 +788,7 @@ func (s *snapshot) heldFree(cl *claim) *PlanHold {
 		usable := true
 		start := s.holds[s.holdsAt[i][0]].start
 		for _, hi := range s.holdsAt[i] {
-			usable = usable && ok[hi]
+			usable = mayUse(int(hi)) && usable
 			if st := s.holds[hi].start; st.Before(start) {
 				start = st
 			}

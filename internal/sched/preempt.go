@@ -102,25 +102,7 @@ const noVictim = workload.Priority(1 << 30)
 // runs. It mirrors allowed's cases, widened.
 func (s *snapshot) mayHaveVictims(cl *claim, i int) bool {
 	if s.victimBounds == nil {
-		s.victimBounds = make([]nodeVictims, len(s.nodes))
-		for n := range s.victimBounds {
-			s.victimBounds[n] = nodeVictims{noVictim, noVictim}
-		}
-		for ri := range s.run {
-			r := &s.run[ri]
-			if r.onRes {
-				continue
-			}
-			for _, n := range r.nodes {
-				b := &s.victimBounds[n]
-				if r.preemptible {
-					b.preemptible = min(b.preemptible, r.prio)
-				}
-				if r.borrows {
-					b.borrows = min(b.borrows, r.prio)
-				}
-			}
-		}
+		s.boundVictims()
 	}
 	b := s.victimBounds[i]
 	switch {
@@ -132,6 +114,50 @@ func (s *snapshot) mayHaveVictims(cl *claim, i int) bool {
 		return true
 	}
 	return b.preemptible < cl.w.Priority
+}
+
+func (s *snapshot) boundVictims() {
+	s.victimBounds = make([]nodeVictims, len(s.nodes))
+	for n := range s.victimBounds {
+		s.victimBounds[n] = nodeVictims{noVictim, noVictim}
+	}
+	for ri := range s.run {
+		r := &s.run[ri]
+		if r.onRes {
+			continue
+		}
+		for _, n := range r.nodes {
+			b := &s.victimBounds[n]
+			if r.preemptible {
+				b.preemptible = min(b.preemptible, r.prio)
+			}
+			if r.borrows {
+				b.borrows = min(b.borrows, r.prio)
+			}
+		}
+	}
+}
+
+// victimNodes are pool pi's nodes, in pool order, that hold any run
+// allowed could accept for some claim (preemptible or borrowing work).
+func (s *snapshot) victimNodes(pi int) []int {
+	if s.victimBounds == nil {
+		s.boundVictims()
+	}
+	if s.poolVictims == nil {
+		s.poolVictims = make([][]int, len(s.pools))
+	}
+	if vs := s.poolVictims[pi]; vs != nil {
+		return vs
+	}
+	vs := []int{}
+	for _, i := range s.pools[pi].nodes {
+		if b := s.victimBounds[i]; b.preemptible != noVictim || b.borrows != noVictim {
+			vs = append(vs, i)
+		}
+	}
+	s.poolVictims[pi] = vs
+	return vs
 }
 
 func (s *snapshot) sortVictims(vs []victim) {
@@ -264,7 +290,7 @@ func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
 	var bestSet []victim
 	var vs []victim
 	for _, pi := range cl.pools {
-		for _, i := range s.pools[pi].nodes {
+		for _, i := range s.victimNodes(pi) {
 			if !s.mayHaveVictims(cl, i) {
 				continue
 			}

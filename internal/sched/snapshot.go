@@ -160,6 +160,7 @@ type snapshot struct {
 	// victimBounds is, per node, what victim searches may find there
 	// (mayHaveVictims); nil until the first search.
 	victimBounds []nodeVictims
+	poolVictims  [][]int // per pool, victimNodes; nil until asked
 
 	journal []change // undo log for what-if changes
 
@@ -201,7 +202,7 @@ type snapshot struct {
 	multiHeld  []int           // nodes with several holds
 	holdSum    [][]int         // per hold, per pool: held free GPUs of its single-hold nodes (heldFree)
 	heldCount  []int           // per node: its share of holdSum
-	holdOK     []bool          // scratch: per hold, whether a claim may use it
+	holdOK     []int8          // scratch: per hold, whether a claim may use it (heldFree)
 	runEnds    []time.Duration // per run, its expected end from Now (runEnd)
 	nodeReps   [][]nodeRep     // per node, its running replicas (indexReplicas)
 	ends       []nodeEnd       // per node, what gpuEnds keeps between claims
