@@ -527,13 +527,26 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 			reasons = append(reasons, at)
 		}
 	}
-	p := invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemNoCandidate})
+	var p Pending
 	if len(reasons) > 0 {
-		p.Code, p.Blockers = reasons[0].Code, slices.Clone(reasons)
+		p = Pending{Workload: w.Name, Code: reasons[0].Code, Blockers: s.keepBlockers(reasons)}
+	} else {
+		p = invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemNoCandidate})
 	}
 	plan.Pending = append(plan.Pending, p)
 	s.remember(w, p)
 	return false
+}
+
+// keepBlockers copies bs into the plan's blockers: one array holds many
+// pending decisions' lists (each capped, so an append copies it).
+func (s *snapshot) keepBlockers(bs []Blocker) []Blocker {
+	if cap(s.blockerSlab)-len(s.blockerSlab) < len(bs) {
+		s.blockerSlab = make([]Blocker, 0, max(256, len(bs)))
+	}
+	n := len(s.blockerSlab)
+	s.blockerSlab = append(s.blockerSlab, bs...)
+	return s.blockerSlab[n:len(s.blockerSlab):len(s.blockerSlab)]
 }
 
 // invalid is a pending decision for a workload that cannot be placed

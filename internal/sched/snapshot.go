@@ -160,7 +160,8 @@ type snapshot struct {
 	// victimBounds is, per node, what victim searches may find there
 	// (mayHaveVictims); nil until the first search.
 	victimBounds []nodeVictims
-	poolVictims  [][]int // per pool, victimNodes; nil until asked
+	poolVictims  [][]int   // per pool, victimNodes; nil until asked
+	blockerSlab  []Blocker // keepBlockers
 
 	journal []change // undo log for what-if changes
 
