@@ -64,15 +64,41 @@ type Active struct {
 // a pool its own pools name (it runs only there); or a selector its labels
 // satisfy. Cluster matches everything.
 func Matches(t policy.Target, x *workload.Workload) bool {
+	var l labels
+	return l.matches(t, x)
+}
+
+// labels are a workload's "class" and "service" labels, looked up once
+// for all the targets matched against it (a cycle matches every workload
+// against every rule in force).
+type labels struct {
+	x                *workload.Workload
+	class, service   string
+	hasClass, hasSvc bool // looked up
+}
+
+func (l *labels) matches(t policy.Target, x *workload.Workload) bool {
+	if l.x != x {
+		*l = labels{x: x}
+	}
 	switch t.Kind {
 	case policy.TargetCluster:
 		return true
 	case policy.TargetTenant:
 		return x.Tenant == t.Name
 	case policy.TargetClass:
-		return x.Kind.String() == t.Name || x.Priority.String() == t.Name || x.Labels["class"] == t.Name
+		if x.Kind.String() == t.Name || x.Priority.String() == t.Name {
+			return true
+		}
+		if !l.hasClass {
+			l.class, l.hasClass = x.Labels["class"], true
+		}
+		return l.class == t.Name
 	case policy.TargetService:
-		return x.Labels["service"] == t.Name
+		if !l.hasSvc {
+			l.service, l.hasSvc = x.Labels["service"], true
+		}
+		return l.service == t.Name
 	case policy.TargetPool:
 		return slices.Contains(x.Pools, t.Name)
 	case policy.TargetSelector:
@@ -307,15 +333,16 @@ func held(ws []*workload.Workload, t policy.Target) resource.MilliGPU {
 // the destination from its last checkpoint.
 func (e *Effects) Override(x *workload.Workload) (*workload.Workload, bool) {
 	prio, preempt := x.Priority, x.Preemptible
+	var l labels
 	for _, r := range e.prio { // later policies and rules win
-		if Matches(r.target, x) {
+		if l.matches(r.target, x) {
 			prio = r.prio
 			preempt = preempt || r.preempt
 		}
 	}
 	region, pool := "", ""
 	for _, m := range e.migr {
-		if !Matches(m.target, x) {
+		if !l.matches(m.target, x) {
 			continue
 		}
 		d := m.dest.Name
@@ -381,13 +408,22 @@ func (e *Effects) Caps(ws []*workload.Workload) ([]*workload.Workload, map[workl
 	}
 	evict := map[workload.ID]string{}
 	heldBack := map[workload.ID]*sched.Blocker{}
+	var ls []labels // per workload of ws, for every cap
+	if len(e.Limits) > 1 {
+		ls = make([]labels, len(ws))
+	}
 	for i := range e.Limits {
 		c := &e.Limits[i]
 		hold := c.Hold // the blockers' own copy
 		var used resource.MilliGPU
 		var running, pending []*workload.Workload
-		for _, w := range ws {
-			if !Matches(c.Target, w) || heldBack[w.Name] != nil {
+		var one labels
+		for wi, w := range ws {
+			l := &one
+			if ls != nil {
+				l = &ls[wi]
+			}
+			if !l.matches(c.Target, w) || heldBack[w.Name] != nil {
 				continue
 			}
 			if w.Running == nil {
