@@ -512,8 +512,11 @@ type nodeEnd struct {
 // nodeEnds returns node i's nodeEnd, computing it if the node changed.
 func (s *snapshot) nodeEnds(i int) *nodeEnd {
 	if s.ends == nil {
-		s.ends = make([]nodeEnd, len(s.nodes))
-		s.nodeVer = make([]uint32, len(s.nodes))
+		// The last snapshot's, reused with their arrays, all stale.
+		s.ends = sized(s.buf.nodeEnds, len(s.nodes))
+		s.nodeVer = sized(s.buf.nodeVer, len(s.nodes))
+		s.buf.nodeEnds, s.buf.nodeVer = s.ends, s.nodeVer
+		clear(s.nodeVer)
 		for k := range s.ends {
 			s.ends[k].version = ^uint32(0)
 		}

@@ -39,6 +39,8 @@ type scratch struct {
 	itemIdx  []int32
 	slots    []slotAt        // planned starts
 	ends     []time.Duration // planned starts
+	nodeEnds []nodeEnd       // planned starts (snapshot.ends)
+	nodeVer  []uint32        // planned starts (snapshot.nodeVer)
 	pending  []*workload.Workload
 	// base is the last snapshot's base (base[0]) and the one before
 	// (base[1]), whose buffers the next snapshot reuses; match is
