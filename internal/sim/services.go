@@ -40,9 +40,11 @@ func codeTokens() (*trace.TokenDist, error) {
 
 // serviceState is one inference service during a run.
 type serviceState struct {
-	spec  *Service
-	index int
-	prof  serving.Profile
+	// classLabels is its replicas' labels, one map shared by them all.
+	classLabels map[string]string
+	spec        *Service
+	index       int
+	prof        serving.Profile
 	// e2eDists have the in-service latency to the last token at a ladder
 	// of decode speeds, from one stream's step to a full batch's (tpots):
 	// each step uses the one nearest its replicas' TPOT.
@@ -322,7 +324,7 @@ func (s *Sim) scaleTo(st *serviceState, ri, want int) {
 			Replicas: 1,
 			Flavors:  []fleet.ModelID{sv.Flavor},
 			Regions:  []string{sv.Regions[ri]},
-			Labels:   map[string]string{"class": class},
+			Labels:   st.labels(class),
 		}, SubmittedAt: s.now}
 		decl := s.widen(class, &w.Spec)
 		j := &job{w: w, gen: -1, svc: st.index, region: ri, class: class, remaining: s.end.Sub(s.now) + time.Hour, declared: decl,
@@ -378,4 +380,13 @@ func newServiceLatency() (*serviceLatency, error) {
 	e2e, _ := serving.NewHist(time.Millisecond, maxLatency, histRatio)
 	tpot, _ := serving.NewHist(100*time.Microsecond, 10*time.Second, histRatio)
 	return &serviceLatency{ttft: ttft, tpot: tpot, e2e: e2e}, nil
+}
+
+// labels returns the service's replicas' labels, {"class": class}: one
+// map for them all (nothing writes a workload's labels).
+func (st *serviceState) labels(class string) map[string]string {
+	if st.classLabels == nil || st.classLabels["class"] != class {
+		st.classLabels = map[string]string{"class": class}
+	}
+	return st.classLabels
 }

@@ -108,18 +108,19 @@ func (q *eventQueue) Pop() any {
 
 // Sim is one run of a scenario under one strategy.
 type Sim struct {
-	sc    *Scenario
-	st    *Strategy
-	rng   *rand.Rand
-	cfg   *config.Config
-	in    sched.Input
-	now   time.Time
-	end   time.Time
-	jobs  []*job // active (pending or running), in submission order
-	seq   int
-	evSeq int
-	q     eventQueue
-	dirty bool
+	genLabels []map[string]string // per generator, its jobs' labels (labelsOf)
+	sc        *Scenario
+	st        *Strategy
+	rng       *rand.Rand
+	cfg       *config.Config
+	in        sched.Input
+	now       time.Time
+	end       time.Time
+	jobs      []*job // active (pending or running), in submission order
+	seq       int
+	evSeq     int
+	q         eventQueue
+	dirty     bool
 	// nextCycle is the earliest time of the next scheduling cycle.
 	nextCycle time.Time
 
@@ -413,13 +414,8 @@ func (s *Sim) newJob(gi int) *job {
 		GracePeriod:        g.GracePeriod,
 		Reservation:        g.Reservation,
 		MaxPrice:           g.MaxPrice,
-		Labels:             map[string]string{"class": class},
+		Labels:             s.labelsOf(gi, class),
 	}, SubmittedAt: s.now}
-	for k, v := range g.Labels {
-		if k != "class" {
-			w.Labels[k] = v
-		}
-	}
 	decl := s.widen(class, &w.Spec)
 	j := &job{w: w, gen: gi, svc: -1, class: class, customer: g.Customer, remaining: runtime, declared: decl,
 		basePriority: w.Priority, basePreempt: w.Preemptible,
@@ -429,6 +425,26 @@ func (s *Sim) newJob(gi int) *job {
 		j.deadline = s.now.Add(g.Patience)
 	}
 	return j
+}
+
+// labelsOf returns generator gi's workload labels: its class and its
+// labels. One map is shared by all the generator's jobs (nothing writes
+// a workload's labels), so that the cycles' label lookups stay in cache.
+func (s *Sim) labelsOf(gi int, class string) map[string]string {
+	if s.genLabels == nil {
+		s.genLabels = make([]map[string]string, len(s.sc.Generators))
+	}
+	if l := s.genLabels[gi]; l != nil {
+		return l
+	}
+	l := map[string]string{"class": class}
+	for k, v := range s.sc.Generators[gi].Labels {
+		if k != "class" {
+			l[k] = v
+		}
+	}
+	s.genLabels[gi] = l
+	return l
 }
 
 // requeued sets an evicted job's expected runtime to the work it has

@@ -103,6 +103,7 @@ func loadTrace(ti *TraceInput, cat *fleet.Catalog) (fleet.Spec, []tracePod, erro
 		return fleet.Spec{}, nil, err
 	}
 	var out []tracePod
+	qos := map[string]map[string]string{} // one labels map per QoS, shared
 	for _, p := range pods {
 		if p.NumGPU == 0 || p.CreationTime == trace.NoTime {
 			continue
@@ -110,7 +111,11 @@ func loadTrace(ti *TraceInput, cat *fleet.Catalog) (fleet.Spec, []tracePod, erro
 		spec := workload.Spec{
 			Name: workload.ID(p.Name), Kind: workload.KindBatch, Tenant: ti.Tenant,
 			Replicas: 1, CPU: resource.MilliCPU(p.CPUMilli), Memory: resource.MiB(p.MemoryMiB),
-			Regions: []string{ti.Region}, Labels: map[string]string{"class": "qos_" + p.QoS},
+			Regions: []string{ti.Region}, Labels: qos[p.QoS],
+		}
+		if spec.Labels == nil {
+			spec.Labels = map[string]string{"class": "qos_" + p.QoS}
+			qos[p.QoS] = spec.Labels
 		}
 		switch p.QoS {
 		case "LS", "Guaranteed":
