@@ -27,7 +27,7 @@ func newBenchCmd() *cobra.Command {
 		Short: "Run reproducible benchmarks against published results",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchOpenBCmd())
+	cmd.AddCommand(newBenchOpenBCmd(), newBenchSuiteCmd())
 	return cmd
 }
 

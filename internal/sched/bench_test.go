@@ -6,56 +6,30 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
-	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched/schedbench"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
-// benchFleet is n nodes of 8 A100-80G in blocks of 32 nodes, one region.
+// benchFleet is schedbench.Fleet.
 func benchFleet(b *testing.B, n int) (*fleet.Fleet, *tenancy.Tree) {
 	b.Helper()
-	var blocks []fleet.BlockSpec
-	for i := 0; i < n; i += 32 {
-		blocks = append(blocks, fleet.BlockSpec{Name: fleet.BlockID(fmt.Sprintf("b%04d", i/32)),
-			Nodes: []fleet.GroupSpec{{SKU: "Standard_ND96amsr_A100_v4", Count: min(32, n-i)}}})
-	}
-	f, err := fleet.Build(fleet.Spec{Regions: []fleet.RegionSpec{{Name: "eastus", Zones: []fleet.ZoneSpec{{Name: "1", Blocks: blocks}}}}}, fleet.Builtin())
-	if err != nil {
-		b.Fatal(err)
-	}
-	tree, err := tenancy.NewTree([]tenancy.TenantSpec{
-		{Name: "ai", Quota: []tenancy.QuotaSpec{{Flavor: "A100-80G", Region: "eastus", Guaranteed: resource.GPUs(n * 8 / 2)}}},
-		{Name: "batch"},
-	})
+	f, tree, err := schedbench.Fleet(n)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return f, tree
 }
 
-func benchWorkloads(n int, prefix, tenant string, gpus, replicas int, prio workload.Priority, topo workload.Topology) []*workload.Workload {
-	out := make([]*workload.Workload, n)
-	for i := range out {
-		out[i] = &workload.Workload{Spec: workload.Spec{
-			Name: workload.ID(fmt.Sprintf("%s%06d", prefix, i)), Tenant: tenant, Priority: prio,
-			GPUs: resource.GPUs(gpus), Replicas: replicas, Flavors: []fleet.ModelID{"A100-80G"},
-			Regions: []string{"eastus"}, Topology: topo, Preemptible: prio <= workload.PriorityLow,
-			CheckpointInterval: time.Hour,
-		}, SubmittedAt: t0}
-	}
-	return out
-}
-
-// fullOfBatch fills every node with a low-priority 8-GPU job with a
-// different checkpoint age.
-func fullOfBatch(f *fleet.Fleet) []*workload.Workload {
-	out := benchWorkloads(len(f.Nodes), "r", "batch", 8, 1, workload.PriorityLow, workload.TopologyAny)
-	for i, w := range out {
-		w.Running = &workload.Assignment{Flavor: "A100-80G", Region: "eastus", StartedAt: t0.Add(-time.Duration(i%97) * time.Minute),
-			Replicas: []workload.Replica{{Node: f.Nodes[i].ID, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}, Milli: 1000}}}
-	}
-	return out
-}
+var (
+	benchWorkloads = schedbench.Workloads
+	fullOfBatch    = schedbench.FullOfBatch
+	// backfillCase is BenchmarkSchedule's nodes=10000/backfill case
+	// (schedbench.Backfill):
+	//
+	//	go test ./internal/sched -run '^$' -bench 'BenchmarkSchedule/nodes=10000/backfill' -benchmem -cpu 1
+	backfillCase = schedbench.Backfill
+)
 
 // BenchmarkSchedule measures whole cycles (snapshot, order, admit, place,
 // preempt) over fleets of 8-GPU nodes.
@@ -153,35 +127,6 @@ func BenchmarkSchedule(b *testing.B) {
 			})
 		}
 	}
-}
-
-// BenchmarkBackfill measures a cycle that plans: nodes=10000 of which 9
-// in 10 run an 8-GPU job with mixed expected ends (up to 2 days), 20
-// high-priority 256-GPU gangs that do not fit (each gets a planned start
-// and holds a block) and 100,000 pending workloads of 1-8 GPUs with mixed
-// expected runtimes, which backfill onto held GPUs only when they would
-// end in time. It is BenchmarkSchedule's nodes=10000/backfill case.
-//
-//	go test ./internal/sched -run '^$' -bench 'BenchmarkSchedule/nodes=10000/backfill' -benchmem -cpu 1
-func backfillCase(f *fleet.Fleet) []*workload.Workload {
-	var out []*workload.Workload
-	for i, n := range f.Nodes {
-		if i%10 == 9 {
-			continue
-		}
-		w := benchWorkloads(1, fmt.Sprintf("run%05d-", i), "batch", 8, 1, workload.PriorityNormal, workload.TopologyAny)[0]
-		w.ExpectedRuntime = time.Duration(1+(i*37)%96) * 30 * time.Minute
-		w.Running = &workload.Assignment{Flavor: "A100-80G", Region: "eastus", StartedAt: t0.Add(-time.Duration(i%60) * time.Minute),
-			Replicas: []workload.Replica{{Node: n.ID, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}, Milli: 1000}}}
-		out = append(out, w)
-	}
-	out = append(out, benchWorkloads(20, "G", "batch", 8, 32, workload.PriorityHigh, workload.TopologySameBlock)...)
-	pending := benchWorkloads(100_000, "p", "batch", 1, 1, workload.PriorityNormal, workload.TopologyAny)
-	for i, w := range pending {
-		w.GPUs = resource.GPUs(1 << (i % 4))
-		w.ExpectedRuntime = time.Duration(1+(i*13)%96) * 30 * time.Minute
-	}
-	return append(out, pending...)
 }
 
 // BenchmarkBacklog measures a cycle over a long queue that cannot be
