@@ -25,12 +25,15 @@ type baseState struct {
 
 // baseRun is one run of a base: its Assignment (the identity a run is
 // matched by), what its holds read of its workload, and its replicas.
+// A snapshot's runs and its base's are one to one, in the same order
+// (classifyBorrowers reads the base's).
 type baseRun struct {
 	a        *workload.Assignment
 	cpu      resource.MilliCPU
 	mem      resource.MiB
 	gpus     resource.MilliGPU
 	replicas int
+	total    resource.MilliGPU // the workload's TotalGPUs
 	reps     []replicaAt
 	nodes    []int
 	// What the snapshot reads of the Assignment, so that a kept run's
@@ -177,8 +180,8 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
 			continue
 		}
-		rs := runState{w: w, tenant: t, entry: -1, workLost: -1, prio: w.Priority, preemptible: w.Preemptible, total: w.TotalGPUs()}
-		br := baseRun{a: w.Running, cpu: w.CPU, mem: w.Memory, gpus: w.GPUs, replicas: w.Replicas}
+		rs := runState{w: w, tenant: t, entry: -1, workLost: -1, prio: w.Priority, preemptible: w.Preemptible}
+		br := baseRun{a: w.Running, cpu: w.CPU, mem: w.Memory, gpus: w.GPUs, replicas: w.Replicas, total: w.TotalGPUs()}
 		repStart, nodeStart := len(repBuf), len(nodeBuf)
 		if match != nil && match[j] >= 0 {
 			// Held in prev's nodes already.
@@ -235,10 +238,10 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 		}
 		reps := repBuf[repStart:len(repBuf):len(repBuf)]
 		rs.nodes = nodeBuf[nodeStart:len(nodeBuf):len(nodeBuf)]
-		rs.key, rs.onRes, rs.within, rs.started, rs.startedExact = br.key, br.onRes, br.within, br.started, br.exact
+		rs.key, rs.onRes = br.key, br.onRes
 		if !rs.onRes {
 			rs.entries, rs.entry = s.refsFor(t, rs.key)
-			s.charge(rs.entries, rs.total)
+			s.charge(rs.entries, br.total)
 		}
 		s.run = append(s.run, rs)
 		s.replicas = append(s.replicas, reps)

@@ -136,6 +136,7 @@ func (s *snapshot) classifyBorrowers() {
 	// bucketed by group with a counting sort, keeping run order in each
 	// group, as the groups' lists were built before.
 	tenants := s.tree.Tenants
+	br := s.buf.cur().runs // one to one with s.run
 	base := make([]int, len(tenants)+1)
 	for t := range tenants {
 		base[t+1] = base[t] + len(tenants[t].Quotas)
@@ -160,7 +161,7 @@ func (s *snapshot) classifyBorrowers() {
 		g := base[r.tenant] + idx
 		group[i] = g
 		guaranteed[g] = tenants[r.tenant].Quotas[idx].Guaranteed
-		total[g] = total[g].Add(r.total)
+		total[g] = total[g].Add(br[i].total)
 		count[g+1]++
 	}
 	// Only a group above its guarantee has borrowers: a group within it
@@ -197,9 +198,9 @@ func (s *snapshot) classifyBorrowers() {
 		keys := s.buf.borrow[:0]
 		nanos := true // every StartedAt is exact in int64 nanoseconds
 		for _, i := range grp {
-			r := &s.run[i]
-			keys = append(keys, borrowKey{run: i, prio: r.prio, within: r.within, started: r.started, w: r.w})
-			nanos = nanos && r.startedExact
+			r, b := &s.run[i], &br[i]
+			keys = append(keys, borrowKey{run: i, prio: r.prio, within: b.within, started: b.started, w: r.w})
+			nanos = nanos && b.exact
 		}
 		s.buf.borrow = keys
 		slices.SortFunc(keys, func(a, b borrowKey) int {
@@ -226,7 +227,7 @@ func (s *snapshot) classifyBorrowers() {
 		})
 		var cum resource.MilliGPU
 		for _, k := range keys {
-			cum = cum.Add(s.run[k.run].total)
+			cum = cum.Add(br[k.run].total)
 			s.run[k.run].borrows = cum > guaranteed[g]
 		}
 	}

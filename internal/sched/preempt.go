@@ -359,9 +359,6 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 				continue
 			}
 			nodes = append(nodes, i)
-			if !s.mayHaveVictims(cl, i) {
-				continue
-			}
 			for _, ri := range s.nodes[i].running {
 				if s.runStamp[ri] == s.stamp {
 					continue

@@ -117,14 +117,9 @@ type runState struct {
 	prio        workload.Priority
 	preemptible bool
 	onRes       bool
-	within      bool // placed within its tenant's guarantee (Assignment.Within)
 	starved     int8
-	// started is the run's StartedAt in Unix nanoseconds, when exact.
-	started      int64
-	startedExact bool
-	workLost     float64           // -1 until computed; use snapshot.lost
-	total        resource.MilliGPU // w.TotalGPUs()
-	nodes        []int             // distinct node indices it touches
+	workLost    float64 // -1 until computed; use snapshot.lost
+	nodes       []int   // distinct node indices it touches
 }
 
 // snapshot is the mutable copy of the world one cycle works on.
