@@ -429,8 +429,15 @@ func sideBySide(stderr io.Writer, cases []suiteCase, f suiteFlags, other string)
 					return nil, nil, err
 				}
 			}
+			if b < 0 {
+				break // the other build has no such case
+			}
 			mine.Samples = append(mine.Samples, a)
 			ratios = append(ratios, a/b)
+		}
+		if len(ratios) == 0 {
+			fmt.Fprintf(stderr, "%s: not compared: %s has no such case\n", c.Name, f.against)
+			continue
 		}
 		summarise(&mine)
 		results = append(results, mine)
@@ -446,12 +453,16 @@ func sideBySide(stderr io.Writer, cases []suiteCase, f suiteFlags, other string)
 }
 
 // oneSample runs one sample of a case in bin (a process of its own, so
-// that neither build's heap or caches favour the other).
+// that neither build's heap or caches favour the other), or returns -1
+// when bin has no such case.
 func oneSample(bin, name string) (float64, error) {
 	var out, errb bytes.Buffer
 	c := exec.Command(bin, "bench", "suite", "--case", name, "--count", "1", "-o", "json")
 	c.Stdout, c.Stderr = &out, &errb
 	if err := c.Run(); err != nil {
+		if msg := errb.String(); strings.Contains(msg, "unknown case") || strings.Contains(msg, "unknown command") || strings.Contains(msg, "unknown flag") {
+			return -1, nil // a revision from before the case or the command
+		}
 		return 0, fmt.Errorf("bench suite: %s --case %s: %v: %s", bin, name, err, bytes.TrimSpace(errb.Bytes()))
 	}
 	var rep SuiteReport
@@ -520,7 +531,9 @@ func writeSuiteTable(w io.Writer, rep SuiteReport) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ncommit %s, %s %s/%s, %d CPUs\n", rep.Commit, rep.Go, rep.OS, rep.Arch, rep.CPUs)
-	if c := rep.Compared; c != nil {
+	if c := rep.Compared; c != nil && len(c.Ratios) == 0 {
+		fmt.Fprintf(w, "against %s: no case compared\n", c.Against)
+	} else if c != nil {
 		fmt.Fprintf(w, "against %s: ratio = this build's time over the other's (above 1: slower); flagged above ×%.2f", c.Against, 1+c.Threshold)
 		if c.Flagged > 0 {
 			fmt.Fprintf(w, "; %d flagged", c.Flagged)
