@@ -31,8 +31,9 @@ type Input struct {
 	// of work use it). Names of workloads not running are ignored.
 	Evict   map[workload.ID]string
 	Options Options
-	// Cache, when set, memoises what depends on the fleet alone across
-	// cycles (see Cache). It never changes the Plan.
+	// Cache, when set, memoises across cycles what depends on the fleet
+	// alone and where running work sits (see Cache, and its contract on
+	// Assignments). It never changes the Plan.
 	Cache *Cache
 }
 

@@ -12,10 +12,15 @@ import (
 
 // Cache keeps what a snapshot derives from the fleet, partitions,
 // reservations and down nodes alone, and whether any workload names pools
-// (which pool each node is in, the blocks), so that repeated cycles over the same ones — the simulator's —
-// skip rebuilding it. It is a memo: a Plan is the same with or without it.
-// The zero value is ready to use; a Cache must not be shared between
-// goroutines.
+// (which pool each node is in, the blocks), so that repeated cycles over
+// the same ones — the simulator's — skip rebuilding it; and the nodes as
+// the last cycle's running work left them, so that the next cycle applies
+// only the runs that ended or started (base.go). It is a memo: a Plan is
+// the same with or without it, provided the caller keeps its contract:
+// a running workload's Assignment (its replicas and their GPU lists) is
+// not changed in place between cycles; a new placement is a new
+// Assignment, as Apply and the simulator make it. The zero value is ready
+// to use; a Cache must not be shared between goroutines.
 type Cache struct {
 	key  cacheKey
 	skel *skeleton
