@@ -97,9 +97,11 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 		plan.Pending = plan.Pending[:0]
 		for i, w := range pending {
 			if !done[i] {
+				s.shape = s.shapes.pending[i] + 1
 				if done[i] = s.scheduleOne(w, &plan); !done[i] {
 					s.afterPending(w, &plan)
 				}
+				s.shape = 0
 			}
 		}
 		if len(plan.Preemptions) == evictedBefore || len(plan.Pending) == 0 {
@@ -259,6 +261,7 @@ func (s *snapshot) order() []*workload.Workload {
 				it.tprio = q.Priority
 			}
 		}
+		it.shape = s.shapes.of(w)
 		items = append(items, it)
 	}
 	s.buf.items = items
@@ -297,10 +300,66 @@ func (s *snapshot) order() []*workload.Workload {
 	})
 	out := sized(s.buf.pending, len(items))
 	s.buf.pending = out
+	s.shapes.pending = sized(s.shapes.pending, len(items))
 	for i, k := range idx {
 		out[i] = items[k].w
+		s.shapes.pending[i] = items[k].shape
 	}
+	s.shapes.last = make([]*repeat, len(s.shapes.reps))
 	return out
+}
+
+// shapes groups the pending workloads into classes of alikeNow, found
+// once per workload while order reads it (its fields are in cache then):
+// the repeat memo then finds a workload's class by index, not by hashing
+// its key and comparing it with the last decision's workload.
+type shapes struct {
+	ids     map[repeatKey]int32 // first class of each key
+	reps    []*workload.Workload
+	next    []int32 // next class with the same key, -1: none
+	head    []int32 // first class with the same key
+	prev    *workload.Workload
+	prevID  int32
+	pending []int32 // per pending workload in order, its class
+	// last is, per class, the memo's last decision for it while that is
+	// its key's last one (repeated's condition); nil otherwise.
+	last []*repeat
+}
+
+// of returns w's class.
+func (sh *shapes) of(w *workload.Workload) int32 {
+	if sh.prev != nil && alikeNow(sh.prev, w) {
+		return sh.prevID
+	}
+	if sh.ids == nil {
+		sh.ids = map[repeatKey]int32{}
+	}
+	k := repeatKeyOf(w)
+	id, ok := sh.ids[k]
+	if ok {
+		for ; id >= 0; id = sh.next[id] {
+			if alikeNow(sh.reps[id], w) {
+				sh.prev, sh.prevID = w, id
+				return id
+			}
+		}
+	}
+	n := int32(len(sh.reps))
+	sh.reps, sh.next = append(sh.reps, w), append(sh.next, -1)
+	if ok {
+		first := sh.ids[k]
+		sh.head = append(sh.head, first)
+		last := first
+		for sh.next[last] >= 0 {
+			last = sh.next[last]
+		}
+		sh.next[last] = n
+	} else {
+		sh.ids[k] = n
+		sh.head = append(sh.head, n)
+	}
+	sh.prev, sh.prevID = w, n
+	return n
 }
 
 // unixNanos is t in Unix nanoseconds, and whether that is exact (t within
@@ -320,6 +379,7 @@ type orderItem struct {
 	share float64
 	at    int64     // SubmittedAt in Unix nanoseconds
 	name  [2]uint64 // namePrefix(w.Name)
+	shape int32     // its class (shapes)
 }
 
 // namePrefix is the first 16 bytes of a name as two big-endian numbers,
@@ -423,6 +483,17 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 	if s.repeats == nil || s.plans[w] != nil {
 		return Pending{}, false // a workload's own hold binds everyone but it
 	}
+	if s.shape > 0 {
+		// The class's last decision, if it is its key's last one, is the
+		// one the map would give; its workload is alikeNow to w.
+		r := s.shapes.last[s.shape-1]
+		if r == nil || r.placed != s.gen() || (s.timed() && s.timeClass(r.w) != s.timeClass(w)) {
+			return Pending{}, false
+		}
+		p := r.p
+		p.Workload = w.Name
+		return p, true
+	}
 	// Alike workloads usually come one after another in the order, so the
 	// last decision is compared first, without hashing the key.
 	r := s.lastRepeat
@@ -489,6 +560,15 @@ func (s *snapshot) remember(w *workload.Workload, p Pending) {
 	r := &repeat{w: w, placed: s.gen(), p: p}
 	s.repeats[repeatKeyOf(w)] = r
 	s.lastRepeat = r
+	if id := s.shape - 1; id >= 0 {
+		// The key's other classes lose their last decision: it is no
+		// longer the key's last.
+		sh := &s.shapes
+		for c := sh.head[id]; c >= 0; c = sh.next[c] {
+			sh.last[c] = nil
+		}
+		sh.last[id] = r
+	}
 }
 
 // scheduleOne decides w: placed (true) or pending with a reason (false).

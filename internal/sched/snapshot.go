@@ -170,6 +170,10 @@ type snapshot struct {
 	placed     int
 	repeats    map[repeatKey]*repeat
 	lastRepeat *repeat
+	// shapes are the pending workloads' classes (order); shape is the
+	// class+1 of the workload being decided, 0 when unknown.
+	shapes shapes
+	shape  int32
 
 	// claimPrio collects, during one placement, the running workloads of
 	// other tenants it evicts by priority; foreignPrio those of committed
