@@ -125,14 +125,7 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 		}
 		s.buf.match = match
 		// Start from prev's nodes; the runs that are gone give back.
-		s.nodes = append(s.buf.nodes[:0], prev.nodes...)
-		backing := append(s.buf.backing[:0], prev.backing...)
-		s.buf.nodes, s.buf.backing = s.nodes, backing
-		for i := range s.nodes {
-			n := s.nodes[i].node.GPUs
-			off := sk.offsets[i]
-			s.nodes[i].free = backing[off : off+n : off+n]
-		}
+		s.copyNodes(sk, prev.nodes, prev.backing)
 		for k := range prev.runs {
 			if r := &prev.runs[k]; !r.kept {
 				for _, rep := range r.reps {

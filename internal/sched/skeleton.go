@@ -147,16 +147,22 @@ func (c *Cache) skeleton(in *Input) *skeleton {
 	return c.skel
 }
 
-// instantiate copies a skeleton into the snapshot's own mutable state.
-func (s *snapshot) instantiate(sk *skeleton) {
-	s.nodes = append(s.buf.nodes[:0], sk.nodes...)
-	backing := append(s.buf.backing[:0], sk.backing...)
-	s.buf.nodes, s.buf.backing = s.nodes, backing
+// copyNodes makes nodes, with their GPUs' free milli in backing (laid out
+// as sk's), the snapshot's own.
+func (s *snapshot) copyNodes(sk *skeleton, nodes []nodeState, backing []int32) {
+	s.nodes = append(s.buf.nodes[:0], nodes...)
+	own := append(s.buf.backing[:0], backing...)
+	s.buf.nodes, s.buf.backing = s.nodes, own
 	for i := range s.nodes {
 		n := s.nodes[i].node.GPUs
 		off := sk.offsets[i]
-		s.nodes[i].free = backing[off : off+n : off+n]
+		s.nodes[i].free = own[off : off+n : off+n]
 	}
+}
+
+// instantiate copies a skeleton into the snapshot's own mutable state.
+func (s *snapshot) instantiate(sk *skeleton) {
+	s.copyNodes(sk, sk.nodes, sk.backing)
 	s.pools = make([]*pool, len(sk.pools))
 	for i := range sk.pools {
 		p := sk.pools[i] // nodes is shared and never written
