@@ -12,7 +12,7 @@ import (
 // any decision, and the runs that left it. With a Cache, the next
 // snapshot of the same skeleton starts from the last one's base and
 // applies what changed: the runs gone give their GPUs back, the new ones
-// take theirs. Between two simulator cycles a few dozen of thousands of
+// take theirs. Between two simulator cycles a few dozen of some thousand
 // runs change; the others' replicas are not read again.
 type baseState struct {
 	skel    *skeleton
