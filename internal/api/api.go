@@ -476,6 +476,31 @@ type Tenant struct {
 	Quotas            []Quota  `json:"quotas,omitempty"`
 	AllowedPriorities []string `json:"allowed_priorities,omitempty"`
 	Revision          int64    `json:"revision,omitempty"`
+	// FairShare is set by `GET /v1/tenants/{tenant}` when the server runs
+	// with fair share over time (options.fair_share).
+	FairShare *FairShare `json:"fair_share,omitempty"`
+}
+
+// FairShare is a tenant's place in fair sharing over time.
+type FairShare struct {
+	HalfLife string           `json:"half_life"` // e.g. "168h"
+	AsOf     time.Time        `json:"as_of"`     // when the decayed usage was last advanced
+	Entries  []FairShareEntry `json:"entries"`
+}
+
+// FairShareEntry is one quota entry's fair-share state (see
+// tenancy.FairShare for the definitions).
+type FairShareEntry struct {
+	Flavor string `json:"flavor"`
+	Region string `json:"region,omitempty"`
+	// Share is guarantee × weight over the siblings' sum for the same key.
+	Share float64 `json:"share"`
+	// DecayedGPUHours is the decayed usage.
+	DecayedGPUHours float64 `json:"decayed_gpu_hours"`
+	// Usage is the decayed usage over the siblings' sum.
+	Usage float64 `json:"usage"`
+	// Factor is 2^(-usage/share): 1 unused, 0.5 at its share.
+	Factor float64 `json:"factor"`
 }
 
 // AllowedPriorities replaces a tenant's allowed priority classes.

@@ -551,6 +551,19 @@ func tenantTable(ts []api.Tenant) func(tw *tabwriter.Writer) {
 	}
 }
 
+// fairShareTable prints a tenant's fair-share state under its quotas.
+func fairShareTable(tw *tabwriter.Writer, fs *api.FairShare) {
+	as := "no usage yet"
+	if !fs.AsOf.IsZero() {
+		as = "as of " + fs.AsOf.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(tw, "\nFair share (half-life %s, %s): factor 2^(-usage/share), 1 unused, 0.5 at its share\n", fs.HalfLife, as)
+	fmt.Fprintln(tw, "FLAVOR\tREGION\tSHARE\tDECAYED GPU-H\tUSAGE\tFACTOR")
+	for _, e := range fs.Entries {
+		fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%.1f\t%.1f%%\t%.3f\n", e.Flavor, firstNonEmpty(e.Region, "*"), 100*e.Share, e.DecayedGPUHours, 100*e.Usage, e.Factor)
+	}
+}
+
 func newTenantCmd() *cobra.Command {
 	var c conn
 	cmd := &cobra.Command{Use: "tenant", Aliases: []string{"tenants"}, Short: "Tenants, quotas and tokens (admin)", Args: cobra.NoArgs}
@@ -619,7 +632,12 @@ func newTenantCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.emit(out, t, tenantTable([]api.Tenant{t}))
+			return c.emit(out, t, func(tw *tabwriter.Writer) {
+				tenantTable([]api.Tenant{t})(tw)
+				if fs := t.FairShare; fs != nil {
+					fairShareTable(tw, fs)
+				}
+			})
 		}),
 	}
 	del := &cobra.Command{

@@ -54,6 +54,9 @@ type Options struct {
 	// Planning configures planned starts (backfill); left out, the
 	// defaults (sched.DefaultPlanning).
 	Planning *PlanningSpec `yaml:"planning"`
+	// FairShare turns on fair share over time (decayed usage); left out,
+	// tenants are ordered by current usage.
+	FairShare *FairShareSpec `yaml:"fair_share"`
 }
 
 // Workload is a workload as written, with its position. Read its spec
@@ -87,6 +90,8 @@ type Config struct {
 	Workloads []*workload.Workload
 	// Planning is the resolved options.planning.
 	Planning sched.Planning
+	// FairShare is the resolved options.fair_share.
+	FairShare sched.FairShare
 }
 
 // Load reads and validates one config file.
@@ -143,6 +148,7 @@ func Resolve(file string, f File) (*Config, error) {
 		optAt = f.Options.Pos
 	}
 	planning := f.Options.Planning.Resolve("options.planning", optAt, &errs)
+	fairShare := f.Options.FairShare.Resolve("options.fair_share", optAt, &errs)
 	for ti, t := range f.Tenants {
 		for qi, q := range t.Quota {
 			if _, ok := cat.Model(q.Flavor); !ok {
@@ -241,7 +247,7 @@ func Resolve(file string, f File) (*Config, error) {
 	if err := f.Limits.Validate(); err != nil {
 		errs.Add(at, "limits", "%v", err)
 	}
-	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning}
+	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning, FairShare: fairShare}
 	c.bindReservations(&errs)
 	if err := errs.Err(); err != nil {
 		return nil, err
@@ -386,6 +392,7 @@ func (c *Config) Input() sched.Input {
 			OverflowBeforePreempt: c.File.Options.OverflowBeforePreempt,
 			HonourWindow:          honourWindow(c.File.Options.HonourWindow),
 			Planning:              c.Planning,
+			FairShare:             c.FairShare,
 		},
 	}
 }

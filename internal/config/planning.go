@@ -87,3 +87,35 @@ func classDurations(m map[string]time.Duration, field string, at yamlfile.Pos, e
 	}
 	return out
 }
+
+// FairShareSpec is fair share over time as written, under a config's or a
+// strategy's options (see sched.FairShare):
+//
+//	fair_share:
+//	  half_life: 7d   # an hour of use counts half a week later; 0 or left out: off
+type FairShareSpec struct {
+	Pos      yamlfile.Pos
+	HalfLife time.Duration `yaml:"half_life"`
+}
+
+// Bounds of FairShareSpec.HalfLife.
+const (
+	minHalfLife = time.Minute
+	maxHalfLife = 3650 * 24 * time.Hour
+)
+
+// Resolve returns the fair share the spec describes (off when nil),
+// adding a problem to errs under field.
+func (f *FairShareSpec) Resolve(field string, at yamlfile.Pos, errs *yamlfile.Errors) sched.FairShare {
+	if f == nil {
+		return sched.FairShare{}
+	}
+	if f.Pos.Line > 0 {
+		at = f.Pos
+	}
+	if f.HalfLife != 0 && (f.HalfLife < minHalfLife || f.HalfLife > maxHalfLife) {
+		errs.Add(at, field+".half_life", "half_life must be between %v and %v (or 0 to turn fair share over time off), got %v", minHalfLife, "3650d", f.HalfLife)
+		return sched.FairShare{}
+	}
+	return sched.FairShare{HalfLife: f.HalfLife}
+}

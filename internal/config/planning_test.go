@@ -42,3 +42,24 @@ func TestPlanningOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestFairShareOptions: options.fair_share reaches the core; a half-life
+// out of bounds is refused naming the field and the line.
+func TestFairShareOptions(t *testing.T) {
+	c, err := Parse("p.yaml", []byte("options:\n  fair_share: {half_life: 7d}\n"+planningFleet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Input().Options.FairShare.HalfLife; got != 7*24*time.Hour {
+		t.Errorf("half-life %v, want 168h", got)
+	}
+	if c, err := Parse("p.yaml", []byte(planningFleet)); err != nil || c.Input().Options.FairShare.HalfLife != 0 {
+		t.Errorf("no options.fair_share: %v, want it off", err)
+	}
+	for _, hl := range []string{"30s", "-1h", "4000d", "7"} {
+		_, err := Parse("p.yaml", []byte("options:\n  fair_share: {half_life: "+hl+"}\n"+planningFleet))
+		if err == nil || !strings.Contains(err.Error(), "options.fair_share.half_life") || !strings.Contains(err.Error(), "p.yaml:2") {
+			t.Errorf("half_life %s: %v; want an error naming options.fair_share.half_life at p.yaml:2", hl, err)
+		}
+	}
+}

@@ -31,6 +31,10 @@ type Input struct {
 	// of work use it). Names of workloads not running are ignored.
 	Evict   map[workload.ID]string
 	Options Options
+	// History is the decayed usage of the quota entries as of the last
+	// cycle (the previous Plan.History); read only with
+	// Options.FairShare. Nil starts from nothing.
+	History *tenancy.History
 	// Cache, when set, memoises across cycles what depends on the fleet
 	// alone and where running work sits (see Cache, and its contract on
 	// Assignments). It never changes the Plan.
@@ -81,10 +85,22 @@ type Options struct {
 	// do not fit now and holds capacity for them (backfill); the zero
 	// value plans nothing. See Planning.
 	Planning Planning
+	// FairShare, when its half-life is set, orders tenants at the same
+	// priority by decayed usage over guarantee × weight instead of by
+	// current usage (see tenancy.Decay), and the plan carries the history
+	// forward (Plan.History).
+	FairShare FairShare
 
 	// noRepeat turns off the repeat memo (see repeatKey) so that tests
 	// can check it never changes a plan.
 	noRepeat bool
+}
+
+// FairShare configures fair share over time.
+type FairShare struct {
+	// HalfLife is how long until an hour of use counts half; zero turns
+	// fair share over time off (tenants are ordered by current usage).
+	HalfLife time.Duration
 }
 
 // candidate is one acceptable (flavor, region) of a workload.

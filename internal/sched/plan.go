@@ -3,6 +3,7 @@ package sched
 import (
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
@@ -28,6 +29,9 @@ type Plan struct {
 	// submissions pour into a full fleet). Empty when a scorer draws random
 	// numbers.
 	Classes []Class `json:"-"`
+	// History is the decayed usage as of Input.Now, for the next cycle's
+	// Input.History; nil unless Options.FairShare is on.
+	History *tenancy.History `json:"fair_share_history,omitempty"`
 
 	// shielded is set when the cycle was decided again with shielded
 	// victims (see Schedule); tests read it.

@@ -13,6 +13,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
@@ -33,6 +34,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	                  same for node pools
 //	evict NAME WHY... the next schedule evicts the workload (Input.Evict)
 //	tick DURATION     advance the clock
+//	fair-share        print the decayed usage the last schedule left
+//	                  (options.fair_share)
 //
 // Regenerate the expected output with: go test ./internal/sched -run TestScenarios -rewrite
 func TestScenarios(t *testing.T) {
@@ -89,6 +92,7 @@ type harness struct {
 	now   time.Time
 	down  []fleet.NodeID
 	evict map[workload.ID]string
+	hist  *tenancy.History // fair share: the last plan's decayed usage
 }
 
 func (h *harness) run(t *testing.T, st step) string {
@@ -99,7 +103,7 @@ func (h *harness) run(t *testing.T, st step) string {
 		if err != nil {
 			return "error: " + err.Error()
 		}
-		h.cfg, h.now, h.ws = c, c.File.Now, c.Workloads
+		h.cfg, h.now, h.ws, h.hist = c, c.File.Now, c.Workloads, nil
 		return "ok"
 	case "submit":
 		var ws []config.Workload
@@ -116,11 +120,20 @@ func (h *harness) run(t *testing.T, st step) string {
 		return "ok"
 	case "schedule":
 		in := h.cfg.Input()
-		in.Now, in.Workloads, in.Down, in.Evict = h.now, h.ws, h.down, h.evict
+		in.Now, in.Workloads, in.Down, in.Evict, in.History = h.now, h.ws, h.down, h.evict, h.hist
 		h.evict = nil
 		plan := sched.Schedule(in)
-		h.ws = sched.Apply(h.ws, plan, h.now)
+		h.ws, h.hist = sched.Apply(h.ws, plan, h.now), plan.History
 		return formatPlan(plan)
+	case "fair-share":
+		// The decayed usage the last cycle left, per quota entry.
+		var b strings.Builder
+		if h.hist != nil {
+			for _, e := range h.hist.Entries {
+				fmt.Fprintf(&b, "%s %s/%s %.2f GPU-h\n", e.Tenant, e.Flavor, e.Region, e.GPUHours)
+			}
+		}
+		return strings.TrimSuffix(b.String(), "\n")
 	case "finish":
 		keep := h.ws[:0]
 		for _, w := range h.ws {

@@ -73,6 +73,10 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 	s, _ := newSnapshot(in)
 	s.shield = shield
 	var plan Plan
+	if hl := in.Options.FairShare.HalfLife; hl > 0 {
+		// Before any eviction: the usage is what ran until now.
+		s.decayed, plan.History = s.tree.Decay(in.History, s.usage, in.Now, hl)
+	}
 	s.evictUnusable(&plan)
 	pending := s.order()
 	plan.Pending = make([]Pending, 0, len(pending))
@@ -233,7 +237,8 @@ func (s *snapshot) evict(i int) {
 
 // order returns the pending workloads in scheduling order: priority class,
 // then the tenant's priority, then the tenant's usage relative to its
-// guarantee and weight (least served first), then submission time, then name.
+// guarantee and weight (least served first; with Options.FairShare its
+// decayed usage, then its current usage), then submission time, then name.
 func (s *snapshot) order() []*workload.Workload {
 	items := s.buf.items[:0]
 	if cap(items) < len(s.in.Workloads) {
@@ -256,8 +261,10 @@ func (s *snapshot) order() []*workload.Workload {
 		}
 		if t, ok := lastT, lastOK; ok && len(w.Flavors) > 0 && len(w.Regions) > 0 {
 			if q, idx, ok := s.tree.Entry(t, w.Flavors[0], w.Regions[0]); ok {
-				g := max(float64(q.Guaranteed), resource.PerGPU)
-				it.share = float64(s.usage[t][idx]) / (g * q.Weight)
+				it.share = tenancy.OrderShare(float64(s.usage[t][idx]), q)
+				if s.decayed != nil {
+					it.share, it.now = tenancy.OrderShare(s.decayed[t][idx], q), it.share
+				}
 				it.tprio = q.Priority
 			}
 		}
@@ -282,6 +289,9 @@ func (s *snapshot) order() []*workload.Workload {
 		}
 		if a.share != b.share {
 			return cmp.Compare(a.share, b.share)
+		}
+		if a.now != b.now {
+			return cmp.Compare(a.now, b.now)
 		}
 		if nanos {
 			if a.at != b.at {
@@ -376,7 +386,8 @@ type orderItem struct {
 	w     *workload.Workload
 	prio  workload.Priority
 	tprio int
-	share float64
+	share float64   // usage over guarantee × weight: decayed with fair share, else current
+	now   float64   // with fair share, current usage over guarantee × weight
 	at    int64     // SubmittedAt in Unix nanoseconds
 	name  [2]uint64 // namePrefix(w.Name)
 	shape int32     // its class (shapes)

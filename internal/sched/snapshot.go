@@ -139,6 +139,9 @@ type snapshot struct {
 
 	tree  *tenancy.Tree
 	usage tenancy.Ledger // usage[tenant][entry]: running work, outside reservations
+	// decayed is the entries' decayed usage at Now (Options.FairShare),
+	// nil when fair share over time is off.
+	decayed tenancy.Decayed
 	// reserved is, per quota entry, the capacity of active reservations
 	// charged to it (tenancy.ChargeReservations); it counts toward limits
 	// only and does not change during a cycle.

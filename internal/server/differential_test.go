@@ -174,8 +174,20 @@ func (d *diffStep) evictions(prev map[string][]string) {
 	}
 }
 
+// diffHalfLife is the fair-share half-life of the run with fair share
+// over time (short, so that the decayed usage moves within the script).
+const diffHalfLife = 20 * time.Minute
+
+// diffOptions is the strategy's options: fair share over time or none.
+func diffOptions(fair bool) string {
+	if !fair {
+		return ""
+	}
+	return fmt.Sprintf("options: {fair_share: {half_life: %s}}\n", diffHalfLife)
+}
+
 // runDiffSim runs the script through the simulator.
-func runDiffSim(t *testing.T) []diffStep {
+func runDiffSim(t *testing.T, fair bool) []diffStep {
 	t.Helper()
 	var gens strings.Builder
 	for _, a := range diffArrivals {
@@ -196,7 +208,7 @@ func runDiffSim(t *testing.T) []diffStep {
 		t.Fatalf("scenario: %v\n%s", err, src)
 	}
 	st, err := sim.LoadStrategy(fstest.MapFS{
-		"s/diff.yaml":        {Data: []byte("name: diff\ndescription: the differential test\npolicies: diff-policy.yaml\n")},
+		"s/diff.yaml":        {Data: []byte("name: diff\ndescription: the differential test\npolicies: diff-policy.yaml\n" + diffOptions(fair))},
 		"s/diff-policy.yaml": {Data: []byte(diffPolicy)},
 	}, "s/diff")
 	if err != nil {
@@ -227,10 +239,14 @@ func runDiffSim(t *testing.T) []diffStep {
 }
 
 // runDiffServer runs the script through a real in-process server.
-func runDiffServer(t *testing.T) []diffStep {
+func runDiffServer(t *testing.T, fair bool) []diffStep {
 	t.Helper()
 	now := diffStart
-	h := newHarness(t, diffFleet, Options{RateLimit: -1, Clock: func() time.Time { return now }})
+	o := Options{RateLimit: -1, Clock: func() time.Time { return now }}
+	if fair {
+		o.Scheduling.FairShare.HalfLife = diffHalfLife
+	}
+	h := newHarness(t, diffFleet, o)
 	tenants := map[string]*client.Client{"contoso": h.tenant("contoso"), "fabrikam": h.tenant("fabrikam")}
 	samples := diffSamples()
 	// The simulator numbers jobs in arrival order (time, then script
@@ -326,10 +342,16 @@ func runDiffServer(t *testing.T) []diffStep {
 }
 
 // TestDifferentialSimServer: the simulator and the server do the same,
-// step by step, under a policy file that uses every action.
+// step by step, under a policy file that uses every action, with and
+// without fair share over time.
 func TestDifferentialSimServer(t *testing.T) {
-	simSteps := runDiffSim(t)
-	srvSteps := runDiffServer(t)
+	t.Run("current-usage", func(t *testing.T) { diffSimServer(t, false) })
+	t.Run("fair-share", func(t *testing.T) { diffSimServer(t, true) })
+}
+
+func diffSimServer(t *testing.T, fair bool) {
+	simSteps := runDiffSim(t, fair)
+	srvSteps := runDiffServer(t, fair)
 	if len(simSteps) != len(srvSteps) {
 		t.Fatalf("%d simulator steps, %d server steps", len(simSteps), len(srvSteps))
 	}

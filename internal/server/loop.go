@@ -283,6 +283,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		}
 		in := w.input(now, w.Tree)
 		in.Options = s.opts.Scheduling
+		in.History = s.fair.current()
 		all, held, affected := s.policies.applyEffects(w, &in)
 		// applyEffects leaves the prices policies set in in.SpotPrices:
 		// they are an input of the market, which gives the core its prices
@@ -313,6 +314,8 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		}
 		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending})
 		s.saveSpot(ctx, now, false)
+		s.fair.set(plan.History)
+		s.saveFairShare(ctx, now, false)
 		observed := in
 		observed.Workloads = all
 		s.metrics.observe(w, observed, plan)

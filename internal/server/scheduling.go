@@ -28,6 +28,7 @@ func schedulingOptions(o sched.Options) sched.Options {
 		OverflowBeforePreempt: o.OverflowBeforePreempt,
 		HonourWindow:          cmp.Or(max(o.HonourWindow, 0), sched.DefaultHonourWindow),
 		Planning:              planningOptions(o.Planning),
+		FairShare:             o.FairShare,
 	}
 }
 

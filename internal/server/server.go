@@ -126,6 +126,7 @@ type Server struct {
 	metrics    *metrics
 	policies   *policyRunner
 	spot       spotMarket
+	fair       fairState // decayed usage (options.fair_share), leader only
 	alerts     *alertRunner
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
@@ -233,6 +234,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err := s.st.View(ctx, s.spot.load(s)); err != nil {
 		return nil, err
 	}
+	s.loadFairShare(ctx)
 	s.alerts = newAlertRunner(s)
 	if o.AlertsSource != nil {
 		err = s.alerts.apply(ctx, o.AlertsFile, string(o.AlertsSource))
@@ -263,6 +265,7 @@ func (s *Server) Run(ctx context.Context) {
 
 // runLoops runs the leader's loops until ctx ends.
 func (s *Server) runLoops(ctx context.Context) {
+	s.loadFairShare(ctx)
 	s.ready.Store(true)
 	s.log.Info("scheduler", "scorer", scorerName(s.opts.Scheduling), "disable_preemption", s.opts.Scheduling.DisablePreemption, "overflow_before_preempt", s.opts.Scheduling.OverflowBeforePreempt, "planning_depth", s.opts.Scheduling.Planning.Depth)
 	var wg sync.WaitGroup
@@ -276,6 +279,7 @@ func (s *Server) runLoops(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	s.saveSpot(sctx, s.now(), true)
+	s.saveFairShare(sctx, s.now(), true)
 }
 
 // Serve listens on addr and runs everything until ctx ends; addrFile,

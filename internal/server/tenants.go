@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -105,15 +106,24 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
 	var t *store.Tenant
+	var fs *api.FairShare
 	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var err error
-		t, err = store.Get[store.Tenant](tx, name)
+		if t, err = store.Get[store.Tenant](tx, name); err != nil {
+			return err
+		}
+		fs, err = s.fairShareOut(tx, name)
 		return err
 	})
-	if err != nil {
+	if errors.Is(err, store.ErrNotFound) {
 		return notFound("tenant", name)
 	}
-	writeJSON(w, http.StatusOK, tenantOut(t))
+	if err != nil {
+		return err
+	}
+	o := tenantOut(t)
+	o.FairShare = fs
+	writeJSON(w, http.StatusOK, o)
 	return nil
 }
 

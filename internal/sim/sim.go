@@ -560,7 +560,7 @@ func (s *Sim) cycle() {
 	in := s.in
 	in.Now = s.now
 	in.Workloads = ws
-	in.Options = schedOptions(s.st.Options)
+	in.Options = s.st.schedOptions()
 	in.Options.HonourWindow = s.sc.HonourWindow
 	in.Options.Planning = s.sc.planning
 	in.Options.TerseReasons = debugFailures == nil // the run reads no messages
@@ -585,6 +585,7 @@ func (s *Sim) cycle() {
 		}
 	}
 	plan := sched.Schedule(in)
+	s.in.History = plan.History // decayed usage, for the next cycle (fair share)
 	s.metrics.cycles++
 	// Why each pending workload waits: the core's reason, or the policy
 	// cap that held it back before the core saw it.

@@ -30,6 +30,8 @@ type Strategy struct {
 
 	// readFile reads a file named relative to the strategy file.
 	readFile func(name string) ([]byte, error)
+	// fairShare is Options.FairShare resolved.
+	fairShare sched.FairShare
 }
 
 // StrategyOptions are the scheduler options a strategy sets.
@@ -60,6 +62,11 @@ func ParseStrategy(file string, data []byte) (*Strategy, error) {
 	if st.Options.HonourWindow != 0 {
 		return nil, yamlfile.Errors{{Pos: st.Options.Pos, Field: "options.reservation_honour_window",
 			Msg: "the honour window is the scenario's promise to reservation owners, not a strategy's choice: set it in the scenario"}}
+	}
+	var errs yamlfile.Errors
+	st.fairShare = st.Options.FairShare.Resolve("options.fair_share", st.Options.Pos, &errs)
+	if err := errs.Err(); err != nil {
+		return nil, err
 	}
 	return &st, nil
 }
@@ -140,8 +147,9 @@ func (st *Strategy) override(class string, w *workload.Spec) {
 }
 
 // schedOptions converts the strategy's options for the scheduler.
-func schedOptions(o StrategyOptions) sched.Options {
-	return sched.Options{Scorer: o.Scorer, DisablePreemption: o.DisablePreemption, OverflowBeforePreempt: o.OverflowBeforePreempt}
+func (st *Strategy) schedOptions() sched.Options {
+	o := st.Options
+	return sched.Options{Scorer: o.Scorer, DisablePreemption: o.DisablePreemption, OverflowBeforePreempt: o.OverflowBeforePreempt, FairShare: st.fairShare}
 }
 
 // WithPolicyFile makes the strategy use the policy file at path (on disk)

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/server"
+	"github.com/arbiterhq/arbiter/internal/store"
+)
+
+// TestTenantShowFairShare: on a server whose config turns on
+// options.fair_share, `arbiter tenant show` prints each quota entry's
+// share, decayed usage and factor under the quotas; -o json carries them.
+func TestTenantShowFairShare(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := config.Parse("c.yaml", []byte(`options:
+  fair_share: {half_life: 1d}
+fleet: {regions: [{name: eastus, zones: [{name: "1", blocks: [{name: b, nodes: [{sku: Standard_ND96amsr_A100_v4, count: 1}]}]}]}]}
+tenants:
+  - {name: a, quota: [{flavor: A100-80G, region: eastus, guaranteed: 4}]}
+  - {name: b, quota: [{flavor: A100-80G, region: eastus, guaranteed: 4}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "a.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := server.Seed(ctx, st, cfg, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	const admin = "admin-secret-for-cli-tests-0123"
+	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler),
+		Clock: func() time.Time { return now }, Scheduling: schedulingOf(cfg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	c := client.New(hs.URL, admin)
+	if _, err := c.Submit(ctx, "a", api.WorkloadSpec{Name: "w", GPUs: 8000, Replicas: 1, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Cycle(ctx)
+	now = now.Add(24 * time.Hour)
+	s.Cycle(ctx)
+	var out, errb bytes.Buffer
+	if code := Main([]string{"tenant", "show", "a", "--server", hs.URL, "--token", admin}, &out, &errb); code != 0 {
+		t.Fatalf("tenant show: %d %s", code, errb.String())
+	}
+	// 8 GPUs for one half-life: 8 × 24h/ln 2 × (1 − ½) = 138.5 GPU-h, all
+	// of the siblings' use against half their share: factor 2^-2.
+	for _, want := range []string{"Fair share (half-life 24h, as of 2026-03-02T00:00:00Z)", "SHARE", "FACTOR", "50.0%", "138.5", "100.0%", "0.250"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("tenant show lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := Main([]string{"tenant", "show", "b", "--server", hs.URL, "--token", admin, "-o", "json"}, &out, &errb); code != 0 {
+		t.Fatalf("tenant show -o json: %d %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), `"factor": 1`) || !strings.Contains(out.String(), `"decayed_gpu_hours": 0`) {
+		t.Errorf("tenant b ran nothing; json:\n%s", out.String())
+	}
+}
