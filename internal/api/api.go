@@ -666,6 +666,14 @@ type Usage struct {
 	Limit        *float64 `json:"limit"`
 	Guaranteed   float64  `json:"guaranteed"`
 	Unit         string   `json:"unit"`
+	// Parent is the tenant's parent: a parent's entries count its whole
+	// subtree (a guarantee there is for the subtree).
+	Parent string `json:"parent,omitempty"`
+	// Borrowed is the running work charged here beyond the guarantee;
+	// Idle the guarantee no running work here uses (others may borrow
+	// it, up to what the entry lends).
+	Borrowed float64 `json:"borrowed"`
+	Idle     float64 `json:"idle"`
 }
 
 // PolicyApply applies a policy file (its YAML text).

@@ -156,9 +156,11 @@ func newUsageCmd() *cobra.Command {
 				return err
 			}
 			return c.emit(out, us, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "Name\tCurrentValue\tReserved\tLimit\tTenant\tRegion")
+				fmt.Fprintln(tw, "Name\tCurrentValue\tReserved\tLimit\tGuaranteed\tBorrowed\tIdle\tTenant\tParent\tRegion")
+				num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 				for _, u := range us {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, strconv.FormatFloat(u.CurrentValue, 'g', -1, 64), strconv.FormatFloat(u.Reserved, 'g', -1, 64), limitStr(u.Limit), u.Tenant, u.Region)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, num(u.CurrentValue), num(u.Reserved), limitStr(u.Limit),
+						num(u.Guaranteed), num(u.Borrowed), num(u.Idle), u.Tenant, dash(u.Parent), u.Region)
 				}
 			})
 		}),

@@ -172,7 +172,7 @@ func (s *snapshot) overrunVictim(cl *claim, ri int) bool {
 		return false
 	}
 	r := &s.run[ri]
-	if r.onRes || r.prio > cl.w.Priority || !r.borrows || s.shield[r.w.Name] {
+	if r.onRes || r.prio > cl.w.Priority || !s.borrowsFrom(ri, cl.tenant) || s.shield[r.w.Name] {
 		return false
 	}
 	_, over := s.runEnd(ri)
@@ -459,7 +459,7 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 	}
 	// Which victims a claim may evict depends on it only through its
 	// victimSig: the last answer is kept for the next claim alike.
-	sig := victimSig{tenant: cl.tenant, prio: cl.w.Priority, within: cl.within,
+	sig := victimSig{tenant: cl.tenant, prio: cl.w.Priority, within: cl.within, cover: cl.cover,
 		overrun: s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w)}
 	if c.sigSet && c.sig == sig {
 		return c.sorted
@@ -491,6 +491,7 @@ type victimSig struct {
 	tenant  int
 	prio    workload.Priority
 	within  bool
+	cover   int32
 	overrun bool // may evict overrunning work (overrunVictim)
 }
 

@@ -84,6 +84,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		}
 	}
 	s.classifyBorrowers()
+	s.classifyCover()
 	return s, conflicts
 }
 
@@ -203,33 +204,41 @@ func (s *snapshot) classifyBorrowers() {
 			nanos = nanos && b.exact
 		}
 		s.buf.borrow = keys
-		slices.SortFunc(keys, func(a, b borrowKey) int {
-			if a.prio != b.prio {
-				return int(b.prio - a.prio)
-			}
-			if a.within != b.within {
-				// What a cycle placed within the guarantee stays first:
-				// work of the tenant placed later as a borrower must not
-				// turn it into a borrower (it would be evicted back).
-				if a.within {
-					return -1
-				}
-				return 1
-			}
-			if nanos {
-				if a.started != b.started {
-					return cmp.Compare(a.started, b.started)
-				}
-			} else if c := a.w.Running.StartedAt.Compare(b.w.Running.StartedAt); c != 0 {
-				return c
-			}
-			return strings.Compare(string(a.w.Name), string(b.w.Name))
-		})
+		slices.SortFunc(keys, borrowOrder(nanos))
 		var cum resource.MilliGPU
 		for _, k := range keys {
 			cum = cum.Add(br[k.run].total)
 			s.run[k.run].borrows = cum > guaranteed[g]
 		}
+	}
+}
+
+// borrowOrder is the order of a group's runs in classifyBorrowers (and
+// classifyCover): priority, then those placed within the guarantee, then
+// oldest first (nanos: every StartedAt is exact in int64 nanoseconds),
+// then name.
+func borrowOrder(nanos bool) func(a, b borrowKey) int {
+	return func(a, b borrowKey) int {
+		if a.prio != b.prio {
+			return int(b.prio - a.prio)
+		}
+		if a.within != b.within {
+			// What a cycle placed within the guarantee stays first:
+			// work of the tenant placed later as a borrower must not
+			// turn it into a borrower (it would be evicted back).
+			if a.within {
+				return -1
+			}
+			return 1
+		}
+		if nanos {
+			if a.started != b.started {
+				return cmp.Compare(a.started, b.started)
+			}
+		} else if c := a.w.Running.StartedAt.Compare(b.w.Running.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.w.Name), string(b.w.Name))
 	}
 }
 

@@ -30,11 +30,19 @@ import (
 
 type victim struct {
 	run   int
-	class int // 0: reclaim, 1: lower priority
+	class int // vReclaim, vReclaimInside, vPriority: cheapest first
 }
+
+// Victim classes.
+const (
+	vReclaim       = iota // reclaimed borrowed capacity (or one's reservation, or overrun)
+	vReclaimInside        // reclaimed from the claimant's own subtree: a sibling the subtree's guarantee covers (tree.go)
+	vPriority             // lower priority
+)
 
 type cost struct {
 	nonReclaim int
+	inside     int // vReclaimInside victims: outsiders' borrowing is reclaimed first
 	maxPrio    int
 	lost       float64
 	n          int
@@ -43,6 +51,9 @@ type cost struct {
 func (a cost) less(b cost) bool {
 	if a.nonReclaim != b.nonReclaim {
 		return a.nonReclaim < b.nonReclaim
+	}
+	if a.inside != b.inside {
+		return a.inside < b.inside
 	}
 	if a.maxPrio != b.maxPrio {
 		return a.maxPrio < b.maxPrio
@@ -67,21 +78,24 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 		// Claiming one's own reservation evicts the preemptible work that
 		// borrowed its idle capacity.
 		if r.preemptible {
-			return victim{ri, 0}, true
+			return victim{ri, vReclaim}, true
 		}
 		return victim{}, false
 	}
-	if cl.within && r.borrows && r.tenant != cl.tenant {
-		return victim{ri, 0}, true
+	if s.reclaims(cl, ri) {
+		if s.cover != nil && s.cover[ri] >= 0 {
+			return victim{ri, vReclaimInside}, true
+		}
+		return victim{ri, vReclaim}, true
 	}
 	if s.in.Options.Planning.PreemptOverrun && s.overrunVictim(cl, ri) {
-		return victim{ri, 0}, true // run past its expected runtime: first to go
+		return victim{ri, vReclaim}, true // run past its expected runtime: first to go
 	}
 	// Priority preemption across tenants only takes borrowed capacity:
 	// taking another tenant's guaranteed share would let it reclaim the
 	// share back at once, and the two would evict each other forever.
-	if r.preemptible && r.prio < cl.w.Priority && (r.tenant == cl.tenant || (r.borrows && !s.shield[r.w.Name])) && !s.starvedRun(ri) {
-		return victim{ri, 1}, true
+	if r.preemptible && r.prio < cl.w.Priority && (r.tenant == cl.tenant || (s.borrowsFrom(ri, cl.tenant) && !s.shield[r.w.Name])) && !s.starvedRun(ri) {
+		return victim{ri, vPriority}, true
 	}
 	return victim{}, false
 }
@@ -182,8 +196,11 @@ func (s *snapshot) sortVictims(vs []victim) {
 func (s *snapshot) costOf(vs []victim) cost {
 	c := cost{maxPrio: -1, n: len(vs)}
 	for _, v := range vs {
-		if v.class != 0 {
+		switch v.class {
+		case vPriority:
 			c.nonReclaim++
+		case vReclaimInside:
+			c.inside++
 		}
 		c.maxPrio = max(c.maxPrio, int(s.run[v.run].prio))
 		c.lost += s.lost(v.run)
@@ -397,9 +414,11 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 		switch {
 		case cl.onRes >= 0:
 			why = fmt.Sprintf("reservation %s claimed by its owner %s", s.in.Reservations[cl.onRes].Name, s.tree.Tenants[cl.tenant].Name)
-		case v.class == 0 && s.overrunVictim(cl, v.run):
+		case v.class == vReclaim && s.overrunVictim(cl, v.run):
 			why = "ran past its expected runtime; a planned start needs its GPUs"
-		case v.class == 0:
+		case v.class != vPriority && cl.cover >= 0 && int(cl.cover) != cl.tenant:
+			why = fmt.Sprintf("tenant %s reclaims the guarantee of %s in %s that %s holds for its subtree, from borrower %s", s.tree.Tenants[cl.tenant].Name, cl.cand.model, cl.cand.region, s.tree.Tenants[cl.cover].Name, s.tree.Tenants[r.tenant].Name)
+		case v.class != vPriority:
 			why = fmt.Sprintf("tenant %s reclaims its guarantee of %s in %s from borrower %s", s.tree.Tenants[cl.tenant].Name, cl.cand.model, cl.cand.region, s.tree.Tenants[r.tenant].Name)
 		default:
 			why = fmt.Sprintf("preempted by higher priority %s workload", cl.w.Priority)

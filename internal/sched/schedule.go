@@ -175,6 +175,7 @@ type hopelessKey struct {
 	perGPU                         int32
 	prio                           workload.Priority
 	within, preemptible, gang      bool
+	cover                          int32
 	exit                           time.Duration // ExitTime: decides whether it may borrow reserved capacity
 	timeClass                      int           // expected end (timeClass): may it use held or upcoming reserved machines?
 	overrun                        bool          // may it evict overrunning work (overrunVictim)?
@@ -186,7 +187,7 @@ type hopelessKey struct {
 
 func (s *snapshot) keyOf(cl *claim) hopelessKey {
 	k := hopelessKey{tenant: cl.tenant, onRes: cl.onRes, count: cl.count, replicas: cl.w.Replicas, perGPU: cl.perGPU,
-		prio: cl.w.Priority, within: cl.within, preemptible: cl.w.Preemptible, gang: cl.w.Gang(), exit: ExitTime(cl.w),
+		prio: cl.w.Priority, within: cl.within, cover: cl.cover, preemptible: cl.w.Preemptible, gang: cl.w.Gang(), exit: ExitTime(cl.w),
 		cpu: cl.w.CPU, mem: cl.w.Memory, cand: cl.cand}
 	if s.timed() {
 		k.timeClass = s.timeClass(cl.w)
@@ -418,6 +419,9 @@ type claim struct {
 	// borrow is how much of it lies beyond the guarantee.
 	within bool
 	borrow resource.MilliGPU
+	// cover is the tenant whose guarantee the claim fits in: its own, an
+	// ancestor's (see tree.go), or -1.
+	cover int32
 	// onRes is the reservation index when the claim uses its own
 	// reservation, else -1.
 	onRes int
@@ -732,7 +736,7 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 }
 
 func (s *snapshot) newClaim(w *workload.Workload, t int, c candidate) *claim {
-	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1}
+	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1, cover: -1}
 	if w.GPUs < resource.PerGPU {
 		cl.perGPU, cl.count = int32(w.GPUs), 1
 	} else {
@@ -804,7 +808,13 @@ func (s *snapshot) admit(cl *claim, at *Blocker) bool {
 		cl.within = used.Add(cl.total) <= q.Guaranteed
 		cl.borrow = min(cl.total, used.Add(cl.total).Sub(q.Guaranteed))
 	} else {
-		cl.borrow = cl.total
+		cl.within, cl.borrow = false, cl.total
+	}
+	cl.cover = -1
+	if cl.within {
+		cl.cover = int32(cl.tenant)
+	} else {
+		s.claimCover(cl)
 	}
 	return true
 }
@@ -817,7 +827,7 @@ func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.Mil
 	if cl.borrow == 0 {
 		return Blocker{}, true
 	}
-	free, protected := s.free[cl.key], s.protected(cl.key, cl.tenant)
+	free, protected := s.free[cl.key], s.protectedFor(cl.key, cl.tenant)
 	if free >= protected || free >= freeBefore {
 		return Blocker{}, true
 	}
@@ -827,6 +837,15 @@ func (s *snapshot) lendingOK(cl *claim, freeBefore, protectedBefore resource.Mil
 	return Blocker{Code: ReasonLendingLimit, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
 		Tenant: s.tree.Tenants[cl.tenant].Name, Requested: cl.borrow,
 		Limit: freeBefore.Sub(protectedBefore), Free: freeBefore, Protected: protectedBefore}, false
+}
+
+// protectedFor is the idle guarantee in key that others do not lend to
+// tenant except.
+func (s *snapshot) protectedFor(k tenancy.Key, except int) resource.MilliGPU {
+	if s.cover != nil {
+		return s.protectedTree(k, except)
+	}
+	return s.protected(k, except)
 }
 
 // protected is the idle guarantee in key that other tenants do not lend.
@@ -910,7 +929,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	s.claimPrio = s.claimPrio[:0]
 	freeBefore, protectedBefore := s.free[cl.key], resource.MilliGPU(0)
 	if cl.borrow > 0 {
-		protectedBefore = s.protected(cl.key, cl.tenant)
+		protectedBefore = s.protectedFor(cl.key, cl.tenant)
 	}
 	var placed []Placement
 	var victims []Preemption

@@ -147,6 +147,10 @@ type snapshot struct {
 	// only and does not change during a cycle.
 	reserved tenancy.Ledger
 	run      []runState
+	// cover is, per run, the tenant whose guarantee covers it (-1: none)
+	// when some tenant above the leaves guarantees capacity; nil
+	// otherwise (see tree.go).
+	cover    []int32
 	replicas [][]replicaAt                     // per run, its replicas
 	free     map[tenancy.Key]resource.MilliGPU // free milli in shared and partition pools
 	// resUsed is, per reservation, the GPUs its owner runs on it.
@@ -185,6 +189,9 @@ type snapshot struct {
 	claimPrio   []int
 	foreignPrio []int
 	shield      map[workload.ID]bool
+	// demand is, per quota entry with a guarantee, its tenant's pending
+	// GPUs there (heldFor); computed on first use.
+	demand tenancy.Ledger
 
 	// scorer is the named scorer, nil for the default best fit.
 	scorer    score.Scorer

@@ -54,10 +54,15 @@ func usage(wd *world, tenants []string, region string, now time.Time) []api.Usag
 				continue
 			}
 			ref := tenancy.Ref{Tenant: ti, Entry: qi}
+			run := running.At(ref)
 			u := api.Usage{
 				Name: string(q.Key.Model) + " GPUs", Tenant: name, Region: q.Key.Region, Flavor: string(q.Key.Model),
-				CurrentValue: gpus(running.At(ref).Add(reserved.At(ref))), Reserved: gpus(reserved.At(ref)),
+				CurrentValue: gpus(run.Add(reserved.At(ref))), Reserved: gpus(reserved.At(ref)),
 				Guaranteed: gpus(q.Guaranteed), Unit: "GPUs",
+				Borrowed: gpus(run.Sub(q.Guaranteed)), Idle: gpus(q.Guaranteed.Sub(run)),
+			}
+			if p := tree.Tenants[ti].Parent; p >= 0 {
+				u.Parent = tree.Tenants[p].Name
 			}
 			if u.Region == "" {
 				u.Region = "*"

@@ -2,10 +2,12 @@ package tenancy
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
 
 func fairTree(t *testing.T) *Tree {
@@ -99,3 +101,23 @@ func TestFairShares(t *testing.T) {
 		t.Fatalf("all the use: %+v", fs)
 	}
 }
+
+// A parent's guarantee is for its whole subtree: below its children's
+// sum, it is refused naming the entry and the children.
+func TestParentGuaranteeCoversChildren(t *testing.T) {
+	q := func(g int) []QuotaSpec {
+		return []QuotaSpec{{Pos: yamlPos(7), Flavor: "A100-80G", Region: "eastus", Guaranteed: resource.GPUs(g)}}
+	}
+	_, err := NewTree([]TenantSpec{{Name: "org", Quota: q(10)}, {Name: "a", Parent: "org", Quota: q(8)}, {Name: "b", Parent: "org", Quota: q(4)}})
+	if err == nil || !strings.Contains(err.Error(), "tenants[0].quota[0].guaranteed") || !strings.Contains(err.Error(), "a 8, b 4") || !strings.Contains(err.Error(), "t.yaml:7") {
+		t.Fatalf("parent below its children: %v", err)
+	}
+	if _, err := NewTree([]TenantSpec{{Name: "org", Quota: q(12)}, {Name: "a", Parent: "org", Quota: q(8)}, {Name: "b", Parent: "org", Quota: q(4)}}); err != nil {
+		t.Fatalf("parent equal to its children: %v", err)
+	}
+	if _, err := NewTree([]TenantSpec{{Name: "org"}, {Name: "a", Parent: "org", Quota: q(8)}}); err != nil {
+		t.Fatalf("no guarantee on the parent: %v", err)
+	}
+}
+
+func yamlPos(line int) yamlfile.Pos { return yamlfile.Pos{File: "t.yaml", Line: line, Col: 3} }

@@ -28,6 +28,7 @@ package tenancy
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -230,6 +231,35 @@ func NewTree(specs []TenantSpec) (*Tree, error) {
 			p = t.Tenants[p].Parent
 		}
 		ten.Depth = d
+	}
+	// A parent's guarantee is for its whole subtree: it covers what its
+	// children are guaranteed.
+	if errs.Err() == nil {
+		for _, ten := range t.Tenants {
+			for j, q := range ten.Quotas {
+				if q.Guaranteed == 0 || ten.Leaf {
+					continue
+				}
+				var sum resource.MilliGPU
+				var who []string
+				for _, c := range t.Tenants {
+					if c.Parent != ten.Index {
+						continue
+					}
+					for _, cq := range c.Quotas {
+						if cq.Key == q.Key && cq.Guaranteed > 0 {
+							sum = sum.Add(cq.Guaranteed)
+							who = append(who, fmt.Sprintf("%s %v", c.Name, cq.Guaranteed))
+						}
+					}
+				}
+				if sum > q.Guaranteed {
+					errs.Add(specs[ten.Index].Quota[j].Pos, fmt.Sprintf("tenants[%d].quota[%d].guaranteed", ten.Index, j),
+						"guaranteed %v for %s is below what its children are guaranteed (%v: %s): a parent's guarantee is for its whole subtree, children's shares included",
+						q.Guaranteed, q.Key, sum, strings.Join(who, ", "))
+				}
+			}
+		}
 	}
 	// Allowed priority classes, narrowed along the path.
 	for _, ten := range t.Tenants {

@@ -1,0 +1,268 @@
+package sched
+
+import (
+	"slices"
+
+	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
+)
+
+// Guarantees above the leaves. A tenant's guarantee for a key is for its
+// whole subtree: its members' use counts against it (tenancy.Charged),
+// and what its children's own guarantees leave is theirs to share.
+//
+//   - A run beyond its own tenant's guarantee (borrows) is covered by
+//     the lowest ancestor whose guarantee still has room for it after the
+//     subtree's covered work, taken in the order classifyBorrowers uses
+//     (priority, then placed within, then oldest). Its cover is that
+//     ancestor, or none when no level covers it.
+//   - A claim is within when it fits its own tenant's guarantee or, else,
+//     the lowest ancestor's (usage of the subtree plus the claim at most
+//     the ancestor's guarantee); that tenant is the claim's cover.
+//   - A claim within reclaims a run of another tenant when the run is
+//     beyond its own tenant's guarantee, its cover (if any) is an ancestor
+//     of the claimant too (the run uses guarantee the claimant's side
+//     shares or is owed), and the claim's cover is not an ancestor of the
+//     run's tenant (they do not share the guarantee the claim fits in).
+//     With guarantees on leaves only this is the rule of old: within
+//     claims reclaim borrowers. With a parent's guarantee, idle guarantee
+//     of a subtree goes to its own members first: siblings borrowing it are
+//     covered by the parent, so outsiders cannot reclaim it from them,
+//     while a member whose own share it is can.
+//   - Priority preemption across tenants takes only what the victim
+//     borrows from the claimant's side in the same sense (borrowsFrom).
+//
+// The mode is on only when some tenant with children guarantees capacity
+// (s.cover is then set); otherwise the leaf rules run unchanged.
+
+// hierarchical reports whether some tenant with children guarantees
+// capacity.
+func hierarchical(t *tenancy.Tree) bool {
+	for _, ten := range t.Tenants {
+		if ten.Leaf {
+			continue
+		}
+		for _, q := range ten.Quotas {
+			if q.Guaranteed > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// guaranteeEntry returns tenant a's entry for key k and whether it
+// guarantees anything.
+func (s *snapshot) guaranteeEntry(a int, k tenancy.Key) (tenancy.Quota, int, bool) {
+	q, e, ok := s.tree.Entry(a, k.Model, k.Region)
+	return q, e, ok && q.Guaranteed > 0
+}
+
+// classifyCover finds each borrowing run's cover (see above); called after
+// classifyBorrowers.
+func (s *snapshot) classifyCover() {
+	s.cover = nil
+	if !hierarchical(s.tree) {
+		return
+	}
+	tenants := s.tree.Tenants
+	br := s.buf.cur().runs
+	cover := make([]int32, len(s.run))
+	base := make([]int, len(tenants)+1)
+	for t := range tenants {
+		base[t+1] = base[t] + len(tenants[t].Quotas)
+	}
+	covered := make([]resource.MilliGPU, base[len(tenants)])
+	groups := map[int][]int{} // group base[a]+e → candidate runs, in run order
+	// addCovered counts a covered run on every guaranteeing entry above a.
+	addCovered := func(ri, a int) {
+		k := s.run[ri].key
+		for p := tenants[a].Parent; p >= 0; p = tenants[p].Parent {
+			if _, e, ok := s.guaranteeEntry(p, k); ok {
+				covered[base[p]+e] = covered[base[p]+e].Add(br[ri].total)
+			}
+		}
+	}
+	for i := range s.run {
+		r := &s.run[i]
+		cover[i] = -1
+		if r.onRes {
+			continue
+		}
+		if !r.borrows {
+			cover[i] = int32(r.tenant)
+			addCovered(i, r.tenant)
+			continue
+		}
+		for p := tenants[r.tenant].Parent; p >= 0; p = tenants[p].Parent {
+			if _, e, ok := s.guaranteeEntry(p, r.key); ok {
+				groups[base[p]+e] = append(groups[base[p]+e], i)
+			}
+		}
+	}
+	s.cover = cover
+	if len(groups) == 0 {
+		return
+	}
+	// Deepest ancestors first: what a subtree covers is known before its
+	// ancestors share out theirs. Ties by group, for a fixed order.
+	owner := func(g int) int { // the tenant of group g
+		t, _ := slices.BinarySearch(base, g+1)
+		return t - 1
+	}
+	order := make([]int, 0, len(groups))
+	for g := range groups {
+		order = append(order, g)
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if da, db := tenants[owner(a)].Depth, tenants[owner(b)].Depth; da != db {
+			return db - da
+		}
+		return a - b
+	})
+	for _, g := range order {
+		a := owner(g)
+		q := tenants[a].Quotas[g-base[a]]
+		avail := q.Guaranteed.Sub(covered[g])
+		if avail <= 0 {
+			continue
+		}
+		keys := s.buf.borrow[:0]
+		nanos := true
+		for _, i := range groups[g] {
+			if cover[i] >= 0 {
+				continue // covered lower down
+			}
+			r, b := &s.run[i], &br[i]
+			keys = append(keys, borrowKey{run: i, prio: r.prio, within: b.within, started: b.started, w: r.w})
+			nanos = nanos && b.exact
+		}
+		s.buf.borrow = keys
+		slices.SortFunc(keys, borrowOrder(nanos))
+		var cum resource.MilliGPU
+		for _, k := range keys {
+			cum = cum.Add(br[k.run].total)
+			if cum > avail {
+				break
+			}
+			cover[k.run] = int32(a)
+			addCovered(k.run, a)
+		}
+	}
+}
+
+// claimCover sets cl.within and cl.cover for a claim beyond its own
+// tenant's guarantee: within at the lowest ancestor whose guarantee has
+// room for it.
+func (s *snapshot) claimCover(cl *claim) {
+	if s.cover == nil {
+		return
+	}
+	for p := s.tree.Tenants[cl.tenant].Parent; p >= 0; p = s.tree.Tenants[p].Parent {
+		if q, e, ok := s.guaranteeEntry(p, cl.key); ok && s.usage[p][e].Add(cl.total).Add(s.heldFor(p, cl)) <= q.Guaranteed {
+			cl.within, cl.cover, cl.borrow = true, int32(p), 0
+			return
+		}
+	}
+}
+
+// heldFor is the part of p's guarantee its members off the claimant's
+// path keep for their own pending work: per member with a guarantee of
+// its own, its idle guarantee up to what it has pending there. Without
+// it a claim would be covered by a sibling's idle share that the sibling
+// takes back later in the cycle, and the claim would be a borrower the
+// next cycle (evicted back by whom it evicted).
+func (s *snapshot) heldFor(p int, cl *claim) resource.MilliGPU {
+	if s.demand == nil {
+		s.pendingDemand()
+	}
+	var held resource.MilliGPU
+	for d, ten := range s.tree.Tenants {
+		if d == p || !s.tree.InSubtree(d, p) || s.tree.InSubtree(cl.tenant, d) {
+			continue
+		}
+		for j, q := range ten.Quotas {
+			if want := s.demand[d][j]; want > 0 && q.Key == cl.key && q.Guaranteed > 0 {
+				held = held.Add(min(want, q.Guaranteed.Sub(s.usage[d][j])))
+			}
+		}
+	}
+	return held
+}
+
+// pendingDemand sums, per quota entry with a guarantee, the GPUs its
+// tenant's pending workloads ask for there (each candidate counted).
+func (s *snapshot) pendingDemand() {
+	s.demand = tenancy.NewLedger(s.tree)
+	for _, w := range s.in.Workloads {
+		if w.Running != nil {
+			continue
+		}
+		t, ok := s.tree.Lookup(w.Tenant)
+		if !ok {
+			continue
+		}
+		for _, c := range candidates(w) {
+			if q, j, ok := s.tree.Entry(t, c.model, c.region); ok && q.Guaranteed > 0 {
+				s.demand[t][j] = s.demand[t][j].Add(w.TotalGPUs())
+			}
+		}
+	}
+}
+
+// borrowsFrom reports whether run ri uses capacity beyond what its side
+// of the tree is guaranteed, as seen from tenant t: it is beyond its own
+// tenant's guarantee, and no guarantee covers it that t does not share.
+func (s *snapshot) borrowsFrom(ri, t int) bool {
+	if !s.run[ri].borrows {
+		return false
+	}
+	if s.cover == nil {
+		return true
+	}
+	c := s.cover[ri]
+	return c < 0 || s.tree.InSubtree(t, int(c))
+}
+
+// reclaims reports whether claim cl may reclaim run ri's capacity (see
+// above).
+func (s *snapshot) reclaims(cl *claim, ri int) bool {
+	r := &s.run[ri]
+	if !cl.within || !r.borrows || r.tenant == cl.tenant {
+		return false
+	}
+	if s.cover == nil {
+		return true
+	}
+	return s.borrowsFrom(ri, cl.tenant) && (cl.cover < 0 || !s.tree.InSubtree(r.tenant, int(cl.cover)))
+}
+
+// protectedTree is protected for trees with guarantees above the leaves:
+// a subtree protects the larger of its own unlent idle guarantee and what
+// its children protect, and the claimant's own path protects nothing from
+// it (those guarantees are for it too).
+func (s *snapshot) protectedTree(k tenancy.Key, except int) resource.MilliGPU {
+	tenants := s.tree.Tenants
+	prot := make([]resource.MilliGPU, len(tenants))
+	mine := make([]bool, len(tenants))
+	for p := except; p >= 0; p = tenants[p].Parent {
+		mine[p] = true
+	}
+	var total resource.MilliGPU
+	for i := len(tenants) - 1; i >= 0; i-- { // children after parents: bottom up
+		if !mine[i] {
+			for j, q := range tenants[i].Quotas {
+				if q.Key == k && q.Guaranteed > 0 {
+					idle := q.Guaranteed.Sub(s.usage[i][j])
+					prot[i] = max(prot[i], min(idle, q.Guaranteed.Sub(q.Lendable)))
+				}
+			}
+		}
+		if p := tenants[i].Parent; p >= 0 {
+			prot[p] = prot[p].Add(prot[i]) // children's sum first; max below
+		} else {
+			total = total.Add(prot[i])
+		}
+	}
+	return total
+}
