@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -73,5 +74,37 @@ tenants:
 	}
 	if !strings.Contains(out.String(), `"factor": 1`) || !strings.Contains(out.String(), `"decayed_gpu_hours": 0`) {
 		t.Errorf("tenant b ran nothing; json:\n%s", out.String())
+	}
+}
+
+// TestScheduleTreeExample: examples/tree.yaml (docs/tenants.md) shows
+// research reclaiming from batch what internal guarantees its subtree,
+// and batch's high-priority job unable to take research's covered work.
+func TestScheduleTreeExample(t *testing.T) {
+	out, errOut, code := run(t, "schedule", "--config", "../../examples/tree.yaml", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct {
+		Placements  []struct{ Workload, Node string } `json:"placements"`
+		Preemptions []struct{ Workload, By, Reason string }
+		Pending     []struct{ Workload string }
+		History     *struct{ Entries []struct{ Tenant string } } `json:"fair_share_history"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Preemptions) != 1 || plan.Preemptions[0].Workload != "b-3" || plan.Preemptions[0].By != "r-1" ||
+		!strings.Contains(plan.Preemptions[0].Reason, "that internal holds for its subtree") {
+		t.Errorf("preemptions %+v: want b-3 reclaimed by r-1 on internal's guarantee", plan.Preemptions)
+	}
+	if len(plan.Placements) != 1 || plan.Placements[0].Workload != "r-1" {
+		t.Errorf("placements %+v: want r-1 alone", plan.Placements)
+	}
+	if len(plan.Pending) != 1 || plan.Pending[0].Workload != "b-5" {
+		t.Errorf("pending %+v: want b-5 alone", plan.Pending)
+	}
+	if plan.History == nil {
+		t.Errorf("no fair_share_history with options.fair_share")
 	}
 }

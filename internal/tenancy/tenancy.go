@@ -12,8 +12,12 @@
 //   - weight, priority: how surplus is shared (the scheduler orders tenants
 //     by usage relative to guarantee × weight, higher priority first).
 //
-// Guarantees and lending are accounted at leaf tenants; limits at every
-// level. A key without region covers all regions. What counts against
+// Limits are checked at every level. A guarantee on a tenant with
+// children is for its whole subtree, its children's guarantees included
+// (it must be at least their sum); the scheduler covers its members' work
+// beyond their own guarantees with it and lets them reclaim it from
+// outsiders (sched's tree.go). Weight and priority order tenants by their
+// own entry. A key without region covers all regions. What counts against
 // which entry — running work and reserved capacity — is defined once, in
 // charge.go, for the scheduler and the server's usage report alike.
 //
