@@ -40,29 +40,43 @@ mtime="$(git log -1 --format=%ct 2>/dev/null || date +%s)"
 ldflags="-s -w -X $pkg.Version=$version -X $pkg.Commit=$commit"
 host="$(go env GOHOSTOS)/$(go env GOHOSTARCH)"
 
+targets="${TARGETS:-linux/amd64 linux/arm64}"
+
+# cc OS ARCH prints the C compiler for a cgo build of OS/ARCH.
+cc() {
+	local var="CC_$1_$2"
+	if [[ -n "${!var:-}" ]]; then
+		echo "${!var}"
+	elif [[ "$1/$2" == "$host" ]]; then
+		go env CC
+	else
+		die "NVML=1 for $1/$2 needs its C compiler in $var (e.g. $var=aarch64-linux-gnu-gcc)"
+	fi
+}
+
 # build OS ARCH CGO FILE [TAGS] builds one binary.
 build() {
-	local cc=""
-	if [[ "$3" == 1 ]]; then
-		local var="CC_$1_$2"
-		cc="${!var:-}"
-		if [[ -z "$cc" ]]; then
-			[[ "$1/$2" == "$host" ]] || die "NVML=1 for $1/$2 needs its C compiler in $var"
-			cc="$(go env CC)"
-		fi
-	fi
+	local cc="" cflags="${CGO_CFLAGS:--O2 -g}"
+	# go-nvml's header marks functions deprecated that its bindings still wrap.
+	[[ "$3" == 0 ]] || cc="$(cc "$1" "$2")" cflags+=" -Wno-deprecated-declarations"
 	echo "release.sh: building $4 ($1/$2, version $version, commit $commit)" >&2
-	CC="$cc" GOOS="$1" GOARCH="$2" CGO_ENABLED="$3" \
-		go build -trimpath -buildvcs=false -tags "${5:-}" -ldflags "$ldflags" -o "$4" ./cmd/arbiter
+	CC="$cc" CGO_CFLAGS="$cflags" GOOS="$1" GOARCH="$2" CGO_ENABLED="$3" \
+		go build -trimpath -buildvcs=false -tags "${5:-}" -ldflags "$ldflags" -o "$4" ./cmd/arbiter ||
+		die "building $4 failed"
 }
+
+# Every target is checked before the first build.
+for target in $targets; do
+	[[ "$target" =~ ^[a-z0-9]+/[a-z0-9]+$ ]] || die "target '$target' is not OS/ARCH"
+	[[ "${NVML:-0}" != 1 ]] || cc "${target%/*}" "${target#*/}" >/dev/null
+done
 
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 archives=()
-for target in ${TARGETS:-linux/amd64 linux/arm64}; do
-	[[ "$target" == */* ]] || die "target '$target' is not OS/ARCH"
+for target in $targets; do
 	os="${target%/*}" arch="${target#*/}"
 	name="arbiter-$version-$os-$arch"
 	dir="$stage/$name"
