@@ -32,7 +32,8 @@ func newBenchCmd() *cobra.Command {
 }
 
 // DefaultOpenBTraceDir is where `arbiter bench openb` looks for the trace by
-// default, relative to the working directory.
+// default, relative to the working directory: beside the checkout, where
+// `scripts/fetch-traces.sh ../shared/traces` puts it.
 const DefaultOpenBTraceDir = "../shared/traces/alibaba-gpu-v2023"
 
 type benchOpenBFlags struct {
@@ -110,7 +111,7 @@ func runBenchOpenB(stdout, stderr io.Writer, f benchOpenBFlags) error {
 	}
 	cluster, err := openb.LoadCluster(f.traceDir)
 	if err != nil {
-		return fmt.Errorf("bench openb: %w", err)
+		return fmt.Errorf("bench openb: %w", noTrace(err, "pass --trace-dir with "+openbFolder))
 	}
 	names, err := parseWorkloads(f.traceDir, f.workload)
 	if err != nil {
@@ -129,7 +130,7 @@ func runBenchOpenB(stdout, stderr io.Writer, f benchOpenBFlags) error {
 	published, err := openb.ReadPublished(expectedDir)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) || f.expectedDir != "" {
-			return fmt.Errorf("bench openb: published results: %w", err)
+			return fmt.Errorf("bench openb: published results: %w", noTrace(err, "pass --expected-dir with "+expectedFolder))
 		}
 		published = openb.PublishedSet{}
 	}
@@ -333,7 +334,7 @@ func parseWorkloads(dir, s string) ([]string, error) {
 		return nil, err
 	}
 	if len(all) == 0 {
-		return nil, fmt.Errorf("bench openb: no %s*.csv in %s", openb.PodFilePrefix, dir)
+		return nil, fmt.Errorf("bench openb: no %s*.csv in %s: pass --trace-dir with %s", openb.PodFilePrefix, dir, openbFolder)
 	}
 	if strings.TrimSpace(strings.ToLower(s)) == "all" {
 		return all, nil

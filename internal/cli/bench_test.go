@@ -92,21 +92,30 @@ func TestBenchOpenBTable(t *testing.T) {
 
 // TestBenchOpenBOtherFolder runs on a folder laid out like the trace but
 // holding a tiny cluster and pod list, without published results.
-func TestBenchOpenBOtherFolder(t *testing.T) {
+// tinyTrace writes an openb trace folder of two nodes and the pod list
+// "tiny" (omitted when pods is false) and returns its path.
+func tinyTrace(t *testing.T, pods bool) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "mytrace")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	nodes := "sn,cpu_milli,memory_mib,gpu,model\n" +
-		"n0,32000,131072,2,T4\nn1,64000,262144,4,V100\n"
-	pods := "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" +
-		"p0,4000,8192,1,500\np1,8000,8192,1,1000\np2,2000,4096,0,0\np3,4000,8192,2,1000\n"
-	if err := os.WriteFile(filepath.Join(dir, "openb_node_list_gpu_node.csv"), []byte(nodes), 0o644); err != nil {
-		t.Fatal(err)
+	files := map[string]string{"openb_node_list_gpu_node.csv": "sn,cpu_milli,memory_mib,gpu,model\n" +
+		"n0,32000,131072,2,T4\nn1,64000,262144,4,V100\n"}
+	if pods {
+		files["openb_pod_list_tiny.csv"] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" +
+			"p0,4000,8192,1,500\np1,8000,8192,1,1000\np2,2000,4096,0,0\np3,4000,8192,2,1000\n"
 	}
-	if err := os.WriteFile(filepath.Join(dir, "openb_pod_list_tiny.csv"), []byte(pods), 0o644); err != nil {
-		t.Fatal(err)
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return dir
+}
+
+func TestBenchOpenBOtherFolder(t *testing.T) {
+	dir := tinyTrace(t, true)
 	var out, errb bytes.Buffer
 	code := Main([]string{"bench", "openb", "--trace-dir", dir, "--seeds", "1,2", "-o", "json"}, &out, &errb)
 	if code != 0 {
@@ -144,6 +153,37 @@ func TestBenchOpenBErrors(t *testing.T) {
 		if code := Main(args, &out, &errb); code == 0 || !strings.Contains(errb.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want failure with %q", tt.args, code, errb.String(), tt.want)
 		}
+	}
+}
+
+// TestBenchOpenBNoTrace checks that a missing trace folder, pod list or
+// results folder is named with the flag that sets it and the script that
+// downloads the traces.
+func TestBenchOpenBNoTrace(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no folder", []string{"--trace-dir", filepath.Join(t.TempDir(), "none")},
+			[]string{"openb_node_list_gpu_node.csv: no such file", "pass --trace-dir", "scripts/fetch-traces.sh DIR", "DIR/alibaba-gpu-v2023"}},
+		{"no pod list", []string{"--trace-dir", tinyTrace(t, false)},
+			[]string{"no openb_pod_list_*.csv in", "pass --trace-dir", "scripts/fetch-traces.sh DIR"}},
+		{"no results", []string{"--trace-dir", tinyTrace(t, true), "--seeds", "1", "--expected-dir", filepath.Join(t.TempDir(), "none")},
+			[]string{"analysis_allo_discrete.csv: no such file", "pass --expected-dir", "scripts/fetch-traces.sh DIR", "DIR/fgd-expected-results"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := run(t, append([]string{"bench", "openb"}, tt.args...)...)
+			if code == 0 {
+				t.Fatalf("exit 0, want a failure: %s", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q: %s", w, errOut)
+				}
+			}
+		})
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 func newPolicyTestCmd() *cobra.Command {
-	var file, scenario, strategy string
+	var file, scenario, strategy, traceDir string
 	var days float64
 	var seed uint64
 	cmd := &cobra.Command{
@@ -29,7 +29,7 @@ inference TTFT p99 took to return under its SLO.`,
 			if file == "" {
 				return errors.New("policy test: -f FILE is required")
 			}
-			sc, err := sim.LoadScenario(scenario)
+			sc, err := loadScenario(scenario, traceDir)
 			if err != nil {
 				return err
 			}
@@ -80,6 +80,7 @@ inference TTFT p99 took to return under its SLO.`,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "policy file (operators' or native format)")
 	cmd.Flags().StringVar(&scenario, "scenario", "", "scenario file (default: the embedded contention scenario)")
+	cmd.Flags().StringVar(&traceDir, "trace-dir", "", traceDirUsage)
 	cmd.Flags().StringVar(&strategy, "strategy", "dynamic", "strategy name or file")
 	cmd.Flags().Float64Var(&days, "days", 0, "simulated days (default: the scenario's)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed")

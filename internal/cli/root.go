@@ -55,18 +55,3 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
-
-// Version is set at build time with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
-
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the arbiter version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), "arbiter", Version)
-			return nil
-		},
-	}
-}

@@ -20,7 +20,7 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		scenario, strategies, out, output string
-		seedList, cpuProfile              string
+		seedList, cpuProfile, traceDir    string
 		days, scale                       float64
 		seed                              uint64
 		printScenario, allClasses         bool
@@ -62,7 +62,7 @@ strategy and the per-seed runs, and DIR/seed-N/ each seed's own outputs.
 				defer stop()
 			}
 			defer simGC()()
-			sc, err := sim.LoadScenario(scenario)
+			sc, err := loadScenario(scenario, traceDir)
 			if err != nil {
 				return err
 			}
@@ -145,6 +145,7 @@ strategy and the per-seed runs, and DIR/seed-N/ each seed's own outputs.
 	}
 	f := cmd.Flags()
 	f.StringVar(&scenario, "scenario", "", "scenario file (default: the embedded contention scenario)")
+	f.StringVar(&traceDir, "trace-dir", "", traceDirUsage)
 	f.StringVar(&strategies, "strategies", "", "comma-separated strategy names or files (default: the scenario's list)")
 	f.Float64Var(&days, "days", 0, "simulated days (default: the scenario's duration)")
 	f.Uint64Var(&seed, "seed", 1, "random seed")

@@ -96,3 +96,34 @@ func TestSimAllClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestSimNoTrace checks that a scenario whose trace is not there fails once,
+// before any run, naming --trace-dir, trace.dir and the script that
+// downloads the traces.
+func TestSimNoTrace(t *testing.T) {
+	const scenario = "../../examples/scenarios/openb.yaml"
+	missing := filepath.Join(t.TempDir(), "none")
+	for _, args := range [][]string{
+		{"sim", "--scenario", scenario, "--trace-dir", missing},
+		{"sim", "--scenario", scenario, "--trace-dir", tinyTrace(t, false)}, // no pod list "default"
+		{"sim", "tune", "--scenario", scenario, "--strategy", "hybrid", "--knobs", "../../examples/knobs/hybrid.yaml", "--trace-dir", missing},
+		{"policy", "test", "-f", "../../examples/policies/operators.yaml", "--scenario", scenario, "--trace-dir", missing},
+	} {
+		_, errOut, code := run(t, args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0, want a failure", args)
+			continue
+		}
+		for _, w := range []string{"sim: scenario openb: ", "no such file", "pass --trace-dir or set trace.dir", "scripts/fetch-traces.sh DIR", "DIR/alibaba-gpu-v2023"} {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%v: stderr lacks %q: %s", args, w, errOut)
+			}
+		}
+		if n := strings.Count(errOut, "no such file"); n != 1 {
+			t.Errorf("%v: the error is told %d times, want once: %s", args, n, errOut)
+		}
+	}
+	if _, errOut, code := run(t, "sim", "--trace-dir", missing); code == 0 || !strings.Contains(errOut, "scenario contention replays no trace") {
+		t.Errorf("--trace-dir without a trace scenario: exit %d, stderr %q", code, errOut)
+	}
+}

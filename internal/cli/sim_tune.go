@@ -22,9 +22,9 @@ import (
 // on held-out seeds.
 func newSimTuneCmd() *cobra.Command {
 	var (
-		scenario, strategy, knobs, seedList, evalList, out string
-		days, scale                                        float64
-		jobs                                               int
+		scenario, strategy, knobs, seedList, evalList, out, traceDir string
+		days, scale                                                  float64
+		jobs                                                         int
 	)
 	cmd := &cobra.Command{
 		Use:   "tune --strategy NAME --knobs FILE [--seeds 1-5] [--eval-seeds 6-10] [--out FILE]",
@@ -74,7 +74,7 @@ examples/knobs/ and docs/sim-seeds.md.`,
 			if s, ok := sim.Overlap(seeds, evalSeeds); ok {
 				return fmt.Errorf("sim tune: seed %d is in both --seeds and --eval-seeds: held-out seeds must be others", s)
 			}
-			sc, err := sim.LoadScenario(scenario)
+			sc, err := loadScenario(scenario, traceDir)
 			if err != nil {
 				return err
 			}
@@ -139,6 +139,7 @@ examples/knobs/ and docs/sim-seeds.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&scenario, "scenario", "", "scenario file (default: the embedded contention scenario)")
+	f.StringVar(&traceDir, "trace-dir", "", traceDirUsage)
 	f.StringVar(&strategy, "strategy", "", "strategy to tune: static, dynamic, hybrid or a file.yaml")
 	f.StringVar(&knobs, "knobs", "", "knobs file (see examples/knobs/)")
 	f.StringVar(&seedList, "seeds", "1-5", "tuning seeds")

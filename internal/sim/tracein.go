@@ -35,6 +35,15 @@ type TraceInput struct {
 	From time.Duration `yaml:"from"`
 }
 
+// Files returns the trace files the replay reads: the node list, then the
+// pod list.
+func (ti *TraceInput) Files() []string {
+	return []string{
+		filepath.Join(ti.Dir, "openb_node_list_gpu_node.csv"),
+		filepath.Join(ti.Dir, "openb_pod_list_"+ti.Workload+".csv"),
+	}
+}
+
 // tracePod is one pod of the trace as a workload arrival.
 type tracePod struct {
 	at      time.Duration
@@ -49,11 +58,12 @@ func loadTrace(ti *TraceInput, cat *fleet.Catalog) (fleet.Spec, []tracePod, erro
 	if ti.Format != "openb" {
 		return fleet.Spec{}, nil, fmt.Errorf("sim: trace.format %q: only openb is supported", ti.Format)
 	}
-	nodes, err := trace.ReadOpenBNodesFile(filepath.Join(ti.Dir, "openb_node_list_gpu_node.csv"))
+	files := ti.Files()
+	nodes, err := trace.ReadOpenBNodesFile(files[0])
 	if err != nil {
 		return fleet.Spec{}, nil, err
 	}
-	pods, err := trace.ReadOpenBPodsFile(filepath.Join(ti.Dir, "openb_pod_list_"+ti.Workload+".csv"))
+	pods, err := trace.ReadOpenBPodsFile(files[1])
 	if err != nil {
 		return fleet.Spec{}, nil, err
 	}
