@@ -194,23 +194,34 @@ func (s *snapshot) classifyBorrowers() {
 		if len(grp) == 0 {
 			continue
 		}
-		// The sort keys are read once per run, so that the sort compares
-		// values instead of following each run's pointers.
-		keys := s.buf.borrow[:0]
-		nanos := true // every StartedAt is exact in int64 nanoseconds
-		for _, i := range grp {
-			r, b := &s.run[i], &br[i]
-			keys = append(keys, borrowKey{run: i, prio: r.prio, within: b.within, started: b.started, w: r.w})
-			nanos = nanos && b.exact
-		}
-		s.buf.borrow = keys
-		slices.SortFunc(keys, borrowOrder(nanos))
+		keys := s.sortedGroup(grp, nil)
 		var cum resource.MilliGPU
 		for _, k := range keys {
 			cum = cum.Add(br[k.run].total)
 			s.run[k.run].borrows = cum > guaranteed[g]
 		}
 	}
+}
+
+// sortedGroup returns the runs of grp (but those skip says to leave out)
+// in borrowOrder. The sort keys are read once per run, so that the sort
+// compares values instead of following each run's pointers. The result
+// is scratch (s.buf.borrow).
+func (s *snapshot) sortedGroup(grp []int, skip func(run int) bool) []borrowKey {
+	br := s.buf.cur().runs
+	keys := s.buf.borrow[:0]
+	nanos := true // every StartedAt is exact in int64 nanoseconds
+	for _, i := range grp {
+		if skip != nil && skip(i) {
+			continue
+		}
+		r, b := &s.run[i], &br[i]
+		keys = append(keys, borrowKey{run: i, prio: r.prio, within: b.within, started: b.started, w: r.w})
+		nanos = nanos && b.exact
+	}
+	s.buf.borrow = keys
+	slices.SortFunc(keys, borrowOrder(nanos))
+	return keys
 }
 
 // borrowOrder is the order of a group's runs in classifyBorrowers (and

@@ -185,6 +185,26 @@ func propertyCase(seed uint64) (Input, Plan) {
 	return in, Schedule(in)
 }
 
+// property is a check of one cycle's plan.
+type property struct {
+	name string
+	fn   func(Input, Plan) error
+}
+
+// coreProps hold for every world: TestProperties and the tree's test run
+// them with their own.
+var coreProps = []property{
+	{"capacity", propCapacity},
+	{"gangs", propGangs},
+	{"constraints", propConstraints},
+	{"limits", propLimits},
+	{"deterministic", propDeterministic},
+	{"no-ping-pong", propNoPingPong},
+	{"terse-same-plan", propTerse},
+	{"cache-same-plan", propCache},
+	{"repeat-same-plan", propRepeat},
+}
+
 func TestProperties(t *testing.T) {
 	n := 400
 	if s := os.Getenv("ARBITER_PROPERTY_SEEDS"); s != "" {
@@ -198,24 +218,12 @@ func TestProperties(t *testing.T) {
 		if err := Check(&in); err != nil {
 			t.Fatalf("seed %d: first cycle produced an inconsistent state: %v", seed, err)
 		}
-		for _, prop := range []struct {
-			name string
-			fn   func(Input, Plan) error
-		}{
-			{"capacity", propCapacity},
-			{"gangs", propGangs},
-			{"constraints", propConstraints},
-			{"limits", propLimits},
+		for _, prop := range append(slices.Clip(coreProps), []property{
 			{"guarantee-protected", propGuaranteeProtected},
 			{"reclaim", propReclaim},
 			{"reservation", propReservation},
-			{"deterministic", propDeterministic},
-			{"no-ping-pong", propNoPingPong},
-			{"terse-same-plan", propTerse},
-			{"cache-same-plan", propCache},
-			{"repeat-same-plan", propRepeat},
 			{"settled", propSettled},
-		} {
+		}...) {
 			if err := prop.fn(in, plan); err != nil {
 				t.Errorf("seed %d: %s: %v", seed, prop.name, err)
 			}

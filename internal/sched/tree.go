@@ -127,18 +127,7 @@ func (s *snapshot) classifyCover() {
 		if avail <= 0 {
 			continue
 		}
-		keys := s.buf.borrow[:0]
-		nanos := true
-		for _, i := range groups[g] {
-			if cover[i] >= 0 {
-				continue // covered lower down
-			}
-			r, b := &s.run[i], &br[i]
-			keys = append(keys, borrowKey{run: i, prio: r.prio, within: b.within, started: b.started, w: r.w})
-			nanos = nanos && b.exact
-		}
-		s.buf.borrow = keys
-		slices.SortFunc(keys, borrowOrder(nanos))
+		keys := s.sortedGroup(groups[g], func(i int) bool { return cover[i] >= 0 }) // covered lower down
 		var cum resource.MilliGPU
 		for _, k := range keys {
 			cum = cum.Add(br[k.run].total)

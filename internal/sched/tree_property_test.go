@@ -190,22 +190,10 @@ func TestTreeGuaranteeProperties(t *testing.T) {
 		if err := Check(&in); err != nil {
 			t.Fatalf("seed %d: inconsistent state: %v", seed, err)
 		}
-		for _, prop := range []struct {
-			name string
-			fn   func(Input, Plan) error
-		}{
-			{"capacity", propCapacity},
-			{"gangs", propGangs},
-			{"constraints", propConstraints},
-			{"limits", propLimits},
-			{"deterministic", propDeterministic},
-			{"no-ping-pong", propNoPingPong},
-			{"terse-same-plan", propTerse},
-			{"cache-same-plan", propCache},
-			{"repeat-same-plan", propRepeat},
+		for _, prop := range append(slices.Clip(coreProps), []property{
 			{"tree-protected", propTreeProtected},
 			{"tree-reclaim", propTreeReclaim},
-		} {
+		}...) {
 			if err := prop.fn(in, plan); err != nil {
 				t.Errorf("seed %d: %s: %v", seed, prop.name, err)
 			}

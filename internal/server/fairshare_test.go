@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"math"
 	"testing"
 	"time"
@@ -65,20 +64,8 @@ func TestFairShareSurvivesRestart(t *testing.T) {
 	}
 
 	// Restart on the same file with the same options.
-	path := h.st.Path()
-	if err := h.st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.OpenBolt(path, &store.BoltOptions{MaxBatchDelay: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	opts.Store, opts.AdminToken, opts.Logger = st, testAdmin, slog.New(slog.DiscardHandler)
-	s2, err := New(h.ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := reopenWith(t, h, opts)
+	st := h.st
 	if got := s2.fair.current(); got == nil || len(got.Entries) == 0 {
 		t.Fatalf("restarted server has no history: %+v", got)
 	}

@@ -29,6 +29,13 @@ func h100Price(t *testing.T, s *Server) spot.Quote {
 // file, as a restart does.
 func reopen(t *testing.T, h *harness, clock func() time.Time) *Server {
 	t.Helper()
+	return reopenWith(t, h, Options{Clock: clock, RateLimit: -1})
+}
+
+// reopenWith is reopen with the server's options (Store, AdminToken and
+// Logger are set here).
+func reopenWith(t *testing.T, h *harness, o Options) *Server {
+	t.Helper()
 	path := h.st.Path()
 	if err := h.st.Close(); err != nil {
 		t.Fatal(err)
@@ -39,7 +46,8 @@ func reopen(t *testing.T, h *harness, clock func() time.Time) *Server {
 	}
 	t.Cleanup(func() { st.Close() })
 	h.st = st
-	s, err := New(h.ctx, Options{Store: st, AdminToken: testAdmin, Clock: clock, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
+	o.Store, o.AdminToken, o.Logger = st, testAdmin, slog.New(slog.DiscardHandler)
+	s, err := New(h.ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
