@@ -331,6 +331,10 @@ type shapes struct {
 	head    []int32 // first class with the same key
 	prev    *workload.Workload
 	prevID  int32
+	// recent are the last classes found through ids (nrecent of them,
+	// nextRecent the oldest once full).
+	recent              [4]int32
+	nrecent, nextRecent int
 	pending []int32 // per pending workload in order, its class
 	// last is, per class, the memo's last decision for it while that is
 	// its key's last one (repeated's condition); nil otherwise.
@@ -342,6 +346,14 @@ func (sh *shapes) of(w *workload.Workload) int32 {
 	if sh.prev != nil && alikeNow(sh.prev, w) {
 		return sh.prevID
 	}
+	// A queue of a few shapes interleaved (sizes in turn) finds its class
+	// among the last ones found, without hashing the key.
+	for _, id := range sh.recent[:sh.nrecent] {
+		if r := sh.reps[id]; r.GPUs == w.GPUs && r.Replicas == w.Replicas && r.Priority == w.Priority && alikeNow(r, w) {
+			sh.prev, sh.prevID = w, id
+			return id
+		}
+	}
 	if sh.ids == nil {
 		sh.ids = map[repeatKey]int32{}
 	}
@@ -351,6 +363,7 @@ func (sh *shapes) of(w *workload.Workload) int32 {
 		for ; id >= 0; id = sh.next[id] {
 			if alikeNow(sh.reps[id], w) {
 				sh.prev, sh.prevID = w, id
+				sh.remember(id)
 				return id
 			}
 		}
@@ -370,7 +383,19 @@ func (sh *shapes) of(w *workload.Workload) int32 {
 		sh.head = append(sh.head, n)
 	}
 	sh.prev, sh.prevID = w, n
+	sh.remember(n)
 	return n
+}
+
+// remember puts class id among the recent ones, replacing the oldest.
+func (sh *shapes) remember(id int32) {
+	if sh.nrecent < len(sh.recent) {
+		sh.recent[sh.nrecent] = id
+		sh.nrecent++
+		return
+	}
+	sh.recent[sh.nextRecent] = id
+	sh.nextRecent = (sh.nextRecent + 1) % len(sh.recent)
 }
 
 // unixNanos is t in Unix nanoseconds, and whether that is exact (t within
@@ -572,7 +597,12 @@ func (s *snapshot) remember(w *workload.Workload, p Pending) {
 	if s.repeats == nil {
 		s.repeats = map[repeatKey]*repeat{}
 	}
-	r := &repeat{w: w, placed: s.gen(), p: p}
+	if len(s.repeatSlab) == 0 {
+		s.repeatSlab = make([]repeat, 256)
+	}
+	r := &s.repeatSlab[0]
+	s.repeatSlab = s.repeatSlab[1:]
+	*r = repeat{w: w, placed: s.gen(), p: p}
 	s.repeats[repeatKeyOf(w)] = r
 	s.lastRepeat = r
 	if id := s.shape - 1; id >= 0 {
@@ -667,13 +697,17 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 			}
 		}
 	}
-	cl := s.newClaim(w, t, c)
+	// The claim lives for this attempt only (nothing keeps it): one per
+	// snapshot, reused, instead of one allocation per attempt.
+	cl := &s.claimBuf
+	pbuf := cl.pools
+	initClaim(cl, w, t, c)
 	cl.entries = s.entriesFor(t, cl.key)
 	if !s.admit(cl, at) {
 		s.withReservation(w, t, c, at)
 		return false
 	}
-	cl.pools = s.eligiblePools(cl, pools)
+	cl.pools = s.eligiblePoolsInto(pbuf[:0], cl, pools)
 	if s.place(cl, preempt, plan) {
 		return true
 	}
@@ -736,13 +770,19 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 }
 
 func (s *snapshot) newClaim(w *workload.Workload, t int, c candidate) *claim {
-	cl := &claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1, cover: -1}
+	cl := &claim{}
+	initClaim(cl, w, t, c)
+	return cl
+}
+
+// initClaim sets cl to a fresh claim of w (tenant t) at candidate c.
+func initClaim(cl *claim, w *workload.Workload, t int, c candidate) {
+	*cl = claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1, cover: -1}
 	if w.GPUs < resource.PerGPU {
 		cl.perGPU, cl.count = int32(w.GPUs), 1
 	} else {
 		cl.perGPU, cl.count = resource.PerGPU, w.GPUs.WholeGPUs()
 	}
-	return cl
 }
 
 // resCapacity is the GPUs a reservation holds on nodes that are up.
@@ -870,7 +910,11 @@ func (s *snapshot) protected(k tenancy.Key, except int) resource.MilliGPU {
 // shared pool, then (preemptible work only) idle reserved capacity; of
 // those, only the ones its pool constraint names, when it has one.
 func (s *snapshot) eligiblePools(cl *claim, pools []int) []int {
-	out := make([]int, 0, len(pools))
+	return s.eligiblePoolsInto(make([]int, 0, len(pools)), cl, pools)
+}
+
+// eligiblePoolsInto is eligiblePools appending to out.
+func (s *snapshot) eligiblePoolsInto(out []int, cl *claim, pools []int) []int {
 	for _, kind := range []poolKind{poolPartition, poolShared, poolReservation} {
 		for _, pi := range pools {
 			k := s.pools[pi].key

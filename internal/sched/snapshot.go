@@ -189,6 +189,10 @@ type snapshot struct {
 	claimPrio   []int
 	foreignPrio []int
 	shield      map[workload.ID]bool
+	// claimBuf is the claim tryCandidate decides with (one at a time);
+	// repeatSlab the unused rest of the block remember takes repeats from.
+	claimBuf   claim
+	repeatSlab []repeat
 	// demand is, per quota entry with a guarantee, its tenant's pending
 	// GPUs there (heldFor); computed on first use.
 	demand tenancy.Ledger
