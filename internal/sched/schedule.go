@@ -247,6 +247,10 @@ func (s *snapshot) order() []*workload.Workload {
 	}
 	nanos := true // every SubmittedAt is exact in int64 nanoseconds
 	lastTenant, lastT, lastOK := "", 0, false
+	var levels *levelOrder
+	if orderedAbove(s.tree) {
+		levels = &levelOrder{s: s, ids: map[levelKey]int{}}
+	}
 	for _, w := range s.in.Workloads {
 		if w.Running != nil {
 			continue
@@ -268,9 +272,23 @@ func (s *snapshot) order() []*workload.Workload {
 				}
 				it.tprio = q.Priority
 			}
+			if levels != nil {
+				// Ranked along the path below (levelOrder.rank).
+				it.tprio, it.share, it.now = 0, float64(levels.id(t, w.Flavors[0], w.Regions[0])), 0
+			}
 		}
 		it.shape = s.shapes.of(w)
 		items = append(items, it)
+	}
+	if levels != nil {
+		rank := levels.ranks()
+		for i := range items {
+			if w := items[i].w; len(w.Flavors) > 0 && len(w.Regions) > 0 {
+				if _, ok := s.tree.Lookup(w.Tenant); ok {
+					items[i].share = float64(rank[int(items[i].share)])
+				}
+			}
+		}
 	}
 	s.buf.items = items
 	// The sort moves indices, not the items: a nearly sorted queue (the

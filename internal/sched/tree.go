@@ -1,8 +1,10 @@
 package sched
 
 import (
+	"cmp"
 	"slices"
 
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 )
@@ -254,4 +256,108 @@ func (s *snapshot) protectedTree(k tenancy.Key, except int) resource.MilliGPU {
 		}
 	}
 	return total
+}
+
+// Ordering along the tree. When some tenant above the leaves has an entry
+// that orders (a guarantee, a priority or a weight of its own), tenants
+// are ordered level by level from the root, as Slurm's fair tree does:
+// first by their top-level ancestors' entries (priority, then usage over
+// guarantee × weight, then current usage with fair share), then by the
+// next level's, down to their own. Levels whose entry only limits are
+// skipped; without ordering entries above the leaves a tenant is ordered
+// by its own entry alone, as before.
+
+// orderedAbove reports whether some tenant with children has an entry
+// that orders.
+func orderedAbove(t *tenancy.Tree) bool {
+	for _, ten := range t.Tenants {
+		if ten.Leaf {
+			continue
+		}
+		for _, q := range ten.Quotas {
+			if orders(q) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// orders reports whether an entry orders its subtree.
+func orders(q tenancy.Quota) bool { return q.Guaranteed > 0 || q.Priority != 0 || q.Weight != 1 }
+
+// levelKey is what a pending workload is ranked by: its tenant and first
+// candidate.
+type levelKey struct {
+	tenant int
+	model  string
+	region string
+}
+
+// level is one level's place in the order.
+type level struct {
+	prio       int
+	share, now float64
+}
+
+// levelOrder ranks the (tenant, first candidate) pairs of one cycle's
+// pending work.
+type levelOrder struct {
+	s    *snapshot
+	ids  map[levelKey]int
+	vecs [][]level
+}
+
+// id returns the pair's index, computing its levels the first time.
+func (o *levelOrder) id(t int, m fleet.ModelID, region string) int {
+	k := levelKey{t, string(m), region}
+	if id, ok := o.ids[k]; ok {
+		return id
+	}
+	s := o.s
+	path := s.tree.Path(t)
+	var vec []level
+	for i := len(path) - 1; i >= 0; i-- {
+		a := path[i]
+		q, e, ok := s.tree.Entry(a, m, region)
+		if !ok || (a != t && !orders(q)) {
+			continue
+		}
+		l := level{prio: q.Priority, share: tenancy.OrderShare(float64(s.usage[a][e]), q)}
+		if s.decayed != nil {
+			l.share, l.now = tenancy.OrderShare(s.decayed[a][e], q), l.share
+		}
+		vec = append(vec, l)
+	}
+	id := len(o.vecs)
+	o.ids[k] = id
+	o.vecs = append(o.vecs, vec)
+	return id
+}
+
+// ranks returns each pair's rank (equal levels, equal ranks).
+func (o *levelOrder) ranks() []int {
+	idx := make([]int, len(o.vecs))
+	for i := range idx {
+		idx[i] = i
+	}
+	cmpVec := func(a, b []level) int {
+		for i := 0; i < len(a) && i < len(b); i++ {
+			x, y := a[i], b[i]
+			if c := cmp.Or(cmp.Compare(y.prio, x.prio), cmp.Compare(x.share, y.share), cmp.Compare(x.now, y.now)); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(len(a), len(b))
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpVec(o.vecs[a], o.vecs[b]) })
+	rank := make([]int, len(o.vecs))
+	for r, i := range idx {
+		if r > 0 && cmpVec(o.vecs[idx[r-1]], o.vecs[i]) == 0 {
+			rank[i] = rank[idx[r-1]]
+		} else {
+			rank[i] = r
+		}
+	}
+	return rank
 }
