@@ -889,13 +889,17 @@ func (s *snapshot) timeClass(w *workload.Workload) int {
 	if rt <= 0 {
 		return -1
 	}
-	n, _ := slices.BinarySearchFunc(s.thresholds, rt, func(t, rt time.Duration) int {
-		if t < rt {
-			return -1
+	// The first threshold t ≥ rt (it ends by then), by binary search.
+	lo, hi := 0, len(s.thresholds)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.thresholds[m] < rt {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-		return 1 // t ≥ rt: ends by then
-	})
-	return n
+	}
+	return lo
 }
 
 // timed reports whether expected runtimes decide anything this cycle:

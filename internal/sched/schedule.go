@@ -519,6 +519,7 @@ type repeatKey struct {
 type repeat struct {
 	w      *workload.Workload
 	placed int
+	tc     int // s.timeClass(w) when made, if timed (valid while placed is the generation)
 	p      Pending
 }
 
@@ -545,7 +546,7 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 		// The class's last decision, if it is its key's last one, is the
 		// one the map would give; its workload is alikeNow to w.
 		r := s.shapes.last[s.shape-1]
-		if r == nil || r.placed != s.gen() || (s.timed() && s.timeClass(r.w) != s.timeClass(w)) {
+		if r == nil || r.placed != s.gen() || (s.timed() && r.tc != s.timeClass(w)) {
 			return Pending{}, false
 		}
 		p := r.p
@@ -555,9 +556,9 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 	// Alike workloads usually come one after another in the order, so the
 	// last decision is compared first, without hashing the key.
 	r := s.lastRepeat
-	if r == nil || r.placed != s.gen() || !s.alike(r.w, w) {
+	if r == nil || r.placed != s.gen() || !s.alikeRepeat(r, w) {
 		var ok bool
-		if r, ok = s.repeats[repeatKeyOf(w)]; !ok || r.placed != s.gen() || !s.alike(r.w, w) {
+		if r, ok = s.repeats[repeatKeyOf(w)]; !ok || r.placed != s.gen() || !s.alikeRepeat(r, w) {
 			return Pending{}, false
 		}
 		s.lastRepeat = r
@@ -565,6 +566,15 @@ func (s *snapshot) repeated(w *workload.Workload) (Pending, bool) {
 	p := r.p
 	p.Workload = w.Name
 	return p, true
+}
+
+// alikeRepeat is s.alike(r.w, w) with r.w's time class as remembered
+// (thresholds only change with the generation).
+func (s *snapshot) alikeRepeat(r *repeat, w *workload.Workload) bool {
+	if s.timed() {
+		return alikeNow(r.w, w) && r.tc == s.timeClass(w)
+	}
+	return alikeNow(r.w, w)
 }
 
 // alike reports whether a and b agree on everything scheduleOne reads but
@@ -621,6 +631,9 @@ func (s *snapshot) remember(w *workload.Workload, p Pending) {
 	r := &s.repeatSlab[0]
 	s.repeatSlab = s.repeatSlab[1:]
 	*r = repeat{w: w, placed: s.gen(), p: p}
+	if s.timed() {
+		r.tc = s.timeClass(w)
+	}
 	s.repeats[repeatKeyOf(w)] = r
 	s.lastRepeat = r
 	if id := s.shape - 1; id >= 0 {
