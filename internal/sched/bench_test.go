@@ -2,6 +2,8 @@ package sched
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,4 +163,85 @@ func BenchmarkBacklog(b *testing.B) {
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(len(pending)), "ns/pending")
 		})
 	}
+}
+
+// BenchmarkScheduleMixed is BenchmarkSchedule's heterogeneous queue
+// (issue 19; the distribution is schedbench.Mixed's): 200,000 pending
+// workloads over 10,000 nodes in 3 regions and 4 flavors, 50 tenants.
+//
+//   - full: a cycle from scratch (no Cache).
+//
+//   - steady: a cycle with a Cache after 100 submissions and 100
+//     completions, from a state the cycles have settled (nothing more to
+//     place); each iteration is another such change of the same state.
+//
+//     go test ./internal/sched -run '^$' -bench 'BenchmarkScheduleMixed' -benchmem -cpu 1
+func BenchmarkScheduleMixed(b *testing.B) {
+	m, err := schedbench.NewMixed(10000, 200_000, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := Input{Now: t0, Fleet: m.Fleet, Tenants: m.Tenants, Workloads: append(slices.Clip(m.Running), m.Pending...)}
+	base.Options.Planning = DefaultPlanning()
+	base.Options.TerseReasons = true
+	b.Run("nodes=10000/mixed-200k/full", func(b *testing.B) {
+		p := Schedule(base)
+		if len(p.Pending) == 0 {
+			b.Fatal("nothing pending: the queue must be real")
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			Schedule(base)
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cycle")
+	})
+	b.Run("nodes=10000/mixed-200k/steady", func(b *testing.B) {
+		// Settle: cycles until one places and evicts nothing.
+		in := base
+		in.Workloads = slices.Clone(base.Workloads)
+		for round := 0; round < 20; round++ {
+			p := Schedule(in)
+			in.Workloads = Apply(in.Workloads, p, in.Now)
+			if len(p.Placements)+len(p.Preemptions) == 0 {
+				break
+			}
+		}
+		// Changes of the settled state: 100 running workloads end, 100
+		// new ones arrive.
+		const variants = 16
+		rng := rand.New(rand.NewPCG(7, 7))
+		var running []int
+		for i, w := range in.Workloads {
+			if w.Running != nil {
+				running = append(running, i)
+			}
+		}
+		ins := make([]Input, variants)
+		for v := range ins {
+			gone := map[int]bool{}
+			for len(gone) < 100 {
+				gone[running[rng.IntN(len(running))]] = true
+			}
+			ws := make([]*workload.Workload, 0, len(in.Workloads)+100)
+			for i, w := range in.Workloads {
+				if !gone[i] {
+					ws = append(ws, w)
+				}
+			}
+			ins[v] = in
+			ins[v].Workloads = append(ws, m.Draw(100)...)
+		}
+		cache := &Cache{}
+		for v := range ins {
+			ins[v].Cache = cache
+		}
+		Schedule(ins[variants-1]) // the cache's first state
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			Schedule(ins[i%variants])
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cycle")
+	})
 }

@@ -343,17 +343,17 @@ func (s *snapshot) order() []*workload.Workload {
 // the repeat memo then finds a workload's class by index, not by hashing
 // its key and comparing it with the last decision's workload.
 type shapes struct {
-	ids     map[repeatKey]int32 // first class of each key
-	reps    []*workload.Workload
-	next    []int32 // next class with the same key, -1: none
-	head    []int32 // first class with the same key
-	prev    *workload.Workload
-	prevID  int32
+	ids    map[repeatKey]int32 // first class of each key
+	reps   []*workload.Workload
+	next   []int32 // next class with the same key, -1: none
+	head   []int32 // first class with the same key
+	prev   *workload.Workload
+	prevID int32
 	// recent are the last classes found through ids (nrecent of them,
 	// nextRecent the oldest once full).
 	recent              [4]int32
 	nrecent, nextRecent int
-	pending []int32 // per pending workload in order, its class
+	pending             []int32 // per pending workload in order, its class
 	// last is, per class, the memo's last decision for it while that is
 	// its key's last one (repeated's condition); nil otherwise.
 	last []*repeat
@@ -920,21 +920,48 @@ func (s *snapshot) protectedFor(k tenancy.Key, except int) resource.MilliGPU {
 }
 
 // protected is the idle guarantee in key that other tenants do not lend.
+// Every tenant's part is summed once per key and state of the usage
+// (usageVer): claims that fail change nothing, so a queue of them reads
+// the sum instead of walking the tree each.
 func (s *snapshot) protected(k tenancy.Key, except int) resource.MilliGPU {
-	var total resource.MilliGPU
-	for t, ten := range s.tree.Tenants {
-		if t == except {
-			continue
-		}
-		for j, q := range ten.Quotas {
-			if q.Key != k || q.Guaranteed == 0 {
-				continue
-			}
-			idle := q.Guaranteed.Sub(s.usage[t][j])
-			total = total.Add(min(idle, q.Guaranteed.Sub(q.Lendable)))
+	var m *protMemo
+	for i := range s.protMemos {
+		if s.protMemos[i].key == k {
+			m = &s.protMemos[i]
+			break
 		}
 	}
-	return total
+	if m == nil {
+		s.protMemos = append(s.protMemos, protMemo{key: k, own: make([]resource.MilliGPU, len(s.tree.Tenants)), ver: s.usageVer - 1})
+		m = &s.protMemos[len(s.protMemos)-1]
+	}
+	if m.ver != s.usageVer {
+		m.ver, m.total = s.usageVer, 0
+		for t, ten := range s.tree.Tenants {
+			m.own[t] = 0
+			for j, q := range ten.Quotas {
+				if q.Key != k || q.Guaranteed == 0 {
+					continue
+				}
+				idle := q.Guaranteed.Sub(s.usage[t][j])
+				m.own[t] = m.own[t].Add(min(idle, q.Guaranteed.Sub(q.Lendable)))
+			}
+			m.total = m.total.Add(m.own[t])
+		}
+	}
+	if except >= 0 && except < len(m.own) {
+		return m.total.Sub(m.own[except])
+	}
+	return m.total
+}
+
+// protMemo is one key's protected idle guarantee per tenant, as of the
+// usage state ver.
+type protMemo struct {
+	key   tenancy.Key
+	ver   uint64
+	total resource.MilliGPU
+	own   []resource.MilliGPU
 }
 
 // eligiblePools orders the pools a claim may use: its partitions, then the

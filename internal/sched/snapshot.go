@@ -189,6 +189,10 @@ type snapshot struct {
 	claimPrio   []int
 	foreignPrio []int
 	shield      map[workload.ID]bool
+	// usageVer counts the changes of usage (charge, refund); protMemos
+	// are protected's sums per key as of one.
+	usageVer  uint64
+	protMemos []protMemo
 	// claimBuf is the claim tryCandidate decides with (one at a time);
 	// repeatSlab the unused rest of the block remember takes repeats from.
 	claimBuf   claim
@@ -266,9 +270,15 @@ func (s *snapshot) refsFor(t int, k tenancy.Key) ([]tenancy.Ref, int) {
 	return out, idx
 }
 
-func (s *snapshot) charge(refs []tenancy.Ref, amt resource.MilliGPU) { s.usage.Add(refs, amt) }
+func (s *snapshot) charge(refs []tenancy.Ref, amt resource.MilliGPU) {
+	s.usage.Add(refs, amt)
+	s.usageVer++
+}
 
-func (s *snapshot) refund(refs []tenancy.Ref, amt resource.MilliGPU) { s.usage.Sub(refs, amt) }
+func (s *snapshot) refund(refs []tenancy.Ref, amt resource.MilliGPU) {
+	s.usage.Sub(refs, amt)
+	s.usageVer++
+}
 
 // reindex moves node i to the right bucket after its free GPUs changed.
 func (s *snapshot) reindex(i int, oldWhole, oldPartial int) {
