@@ -169,8 +169,11 @@ type snapshot struct {
 
 	// failed remembers preemption searches that found nothing, with the
 	// eviction count at the time (see hopeless).
-	failed    map[hopelessKey]int
-	evictions int
+	failed map[hopelessKey]int
+	// failedSizes are the sizes of failed searches per key without sizes
+	// (see hopeless).
+	failedSizes map[hopelessKey][]failedSize
+	evictions   int
 
 	// placed counts the claims placed this cycle; repeats holds the last
 	// pending decision per repeatKey with the count it was made at.
