@@ -125,11 +125,11 @@ that context.`,
 
 // contextRow is a context as get-contexts shows it.
 type contextRow struct {
-	Current   bool   `json:"current"`
-	Name      string `json:"name"`
-	Server    string `json:"server"`
-	TokenFile string `json:"token_file"`
-	Tenant    string `json:"tenant,omitempty"`
+	Current   bool   `json:"current" yaml:"current"`
+	Name      string `json:"name" yaml:"name"`
+	Server    string `json:"server" yaml:"server"`
+	TokenFile string `json:"token_file" yaml:"token_file"`
+	Tenant    string `json:"tenant,omitempty" yaml:"tenant,omitempty"`
 }
 
 // newConfigCmd: arbiter config get-contexts|use-context|current-context|delete-context.
@@ -137,11 +137,13 @@ func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Client contexts: get-contexts, use-context, current-context, delete-context (`arbiter login` adds them)",
-		Long: `Client contexts, stored in the user's configuration directory
-(os.UserConfigDir()/arbiter/config.yaml; ARBITER_CONFIG names another file),
-0600. ` + "`arbiter login`" + ` adds one and makes it current. A context holds the
-server(s), the path of the token's file (never the token) and a default
-tenant.`,
+		Long: `Client contexts, stored mode 0600 in the user's configuration directory:
+~/.config/arbiter/config.yaml on Linux ($XDG_CONFIG_HOME/arbiter when set),
+~/Library/Application Support/arbiter/config.yaml on macOS; ARBITER_CONFIG
+names another file. ` + "`arbiter login`" + ` adds a context and makes it current.
+A context holds the server(s), the path of the token's file (never the
+token) and optionally a default tenant. --context NAME (env ARBITER_CONTEXT)
+picks another one for one command.`,
 		Args: cobra.NoArgs,
 	}
 	load := func() (string, bool, *clientConfig, error) {
