@@ -147,13 +147,13 @@ func newWorkloadLogsCmd(c *conn) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "logs NAME", Short: "Print a replica's output (fetched from its node's agent)", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			t, err := c.tenantOf(ctx, cl, true)
+			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
 			if err != nil {
 				return err
 			}
 			b, err := cl.Logs(ctx, t, args[0], replica, tail)
 			if err != nil {
-				return fmt.Errorf("workload logs: %w", err)
+				return err
 			}
 			_, err = out.Write(b)
 			return err

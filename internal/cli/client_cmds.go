@@ -20,53 +20,22 @@ import (
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
 
-// conn holds the flags every client command shares: server and token
-// (flags or ARBITER_SERVER; --token-file, ARBITER_TOKEN_FILE, ARBITER_TOKEN),
-// tenant (flag, ARBITER_TENANT, else the token's own) and the output format.
+// conn holds the flags every client command shares: server, token and
+// tenant (flags, environment or the context: connect.go), the context and
+// the output format; at is what client() resolved.
 type conn struct {
-	server, token, tokenFile, tenant, output string
+	server, token, tokenFile, tenant, output, context string
+	at                                                target
 }
 
 func (c *conn) bind(cmd *cobra.Command) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&c.server, "server", "", "server URL, or several replicas' URLs separated by commas: the client follows the leader and retries idempotent calls on the next (env ARBITER_SERVER, default http://127.0.0.1:7070)")
+	f.StringVar(&c.server, "server", "", "server URL, or several replicas' URLs separated by commas: the client follows the leader and retries idempotent calls on the next (env ARBITER_SERVER; default: the context's, else "+defaultServer+")")
 	f.StringVar(&c.token, "token", "", "bearer token (visible to other users in ps: prefer --token-file; env ARBITER_TOKEN)")
-	f.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (env ARBITER_TOKEN_FILE)")
-	f.StringVar(&c.tenant, "tenant", "", "tenant to act on (env ARBITER_TENANT; default: the token's tenant)")
+	f.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (env ARBITER_TOKEN_FILE; default: the context's)")
+	f.StringVar(&c.tenant, "tenant", "", "tenant to act on (env ARBITER_TENANT; default: the context's, else the token's tenant)")
+	f.StringVar(&c.context, "context", "", "context to use (env ARBITER_CONTEXT; default: the current one, see `arbiter config`)")
 	f.StringVarP(&c.output, "output", "o", "table", "output format: table, json or yaml")
-}
-
-func (c *conn) client() (*client.Client, error) {
-	server := firstNonEmpty(c.server, os.Getenv("ARBITER_SERVER"), "http://127.0.0.1:7070")
-	token, err := resolveToken(c.token, c.tokenFile)
-	if err != nil {
-		return nil, err
-	}
-	if token == "" {
-		return nil, errors.New("no token: pass --token-file or set ARBITER_TOKEN_FILE or ARBITER_TOKEN")
-	}
-	switch c.output {
-	case "table", "json", "yaml":
-	default:
-		return nil, fmt.Errorf("unknown output format %q: use table, json or yaml", c.output)
-	}
-	return client.New(server, token), nil
-}
-
-// tenantOf returns the tenant to act on; required means an admin token
-// must name one.
-func (c *conn) tenantOf(ctx context.Context, cl *client.Client, required bool) (string, error) {
-	if t := firstNonEmpty(c.tenant, os.Getenv("ARBITER_TENANT")); t != "" {
-		return t, nil
-	}
-	me, err := cl.WhoAmI(ctx)
-	if err != nil {
-		return "", err
-	}
-	if me.Admin && required {
-		return "", errors.New("the admin token acts for no tenant: pass --tenant or set ARBITER_TENANT")
-	}
-	return me.Tenant, nil
 }
 
 func firstNonEmpty(xs ...string) string {
@@ -106,19 +75,6 @@ func (c *conn) emit(w io.Writer, v any, table func(tw *tabwriter.Writer)) error 
 	return tw.Flush()
 }
 
-// clientRun wraps a command body with a client and a context.
-func (c *conn) run(fn func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
-		defer cancel()
-		return fn(ctx, cl, cmd.OutOrStdout(), args)
-	}
-}
-
 func limitStr(l *float64) string {
 	if l == nil {
 		return "unlimited"
@@ -150,8 +106,7 @@ func newUsageCmd() *cobra.Command {
 		Short: "List quota families with their current value and limit, in GPUs",
 		Args:  cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			tenant := firstNonEmpty(c.tenant, os.Getenv("ARBITER_TENANT"))
-			us, err := cl.Usage(ctx, tenant, region)
+			us, err := cl.Usage(ctx, c.givenTenant(), region)
 			if err != nil {
 				return err
 			}
@@ -178,9 +133,9 @@ func newReservationCmd() *cobra.Command {
 	c.bind(cmd)
 	table := func(rs []api.Reservation) func(tw *tabwriter.Writer) {
 		return func(tw *tabwriter.Writer) {
-			fmt.Fprintln(tw, "NAME\tREGION\tSKU\tCAPACITY\tBOUND\tSTATE\tSTART\tEND\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS")
+			fmt.Fprintln(tw, "NAME\tTENANT\tREGION\tSKU\tCAPACITY\tBOUND\tSTATE\tSTART\tEND\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS")
 			for _, r := range rs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Region, r.SKU, r.Capacity, len(r.Nodes), r.State, windowCell(r.Start), windowCell(r.End), gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Tenant, r.Region, r.SKU, r.Capacity, len(r.Nodes), r.State, windowCell(r.Start), windowCell(r.End), gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs))
 			}
 		}
 	}
@@ -223,13 +178,15 @@ window opens. Until then it is Scheduled, then Active, then Expired.`,
 	cf.StringVar(&start, "start", "", "when the window opens: RFC 3339 or +DURATION from now (default now)")
 	cf.StringVar(&end, "end", "", "when the window closes: RFC 3339 or +DURATION from now (default never)")
 	listCmd := &cobra.Command{
-		Use: "list", Short: "List reservations with their window, state (Scheduled, Active, Expired) and utilization", Args: cobra.NoArgs,
+		Use: "list", Short: "List reservations with their window, state (Scheduled, Active, Expired) and utilization (the admin without --tenant: every tenant's)", Args: cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			t, err := c.tenantOf(ctx, cl, true)
-			if err != nil {
-				return err
+			var rs []api.Reservation
+			var err error
+			if t := c.givenTenant(); t != "" {
+				rs, err = cl.Reservations(ctx, t)
+			} else {
+				rs, err = cl.AllReservations(ctx) // the admin's: every tenant's; a tenant token's: its own
 			}
-			rs, err := cl.Reservations(ctx, t)
 			if err != nil {
 				return err
 			}
@@ -237,9 +194,9 @@ window opens. Until then it is Scheduled, then Active, then Expired.`,
 		}),
 	}
 	show := &cobra.Command{
-		Use: "show NAME", Short: "Show a reservation with its utilization", Args: cobra.ExactArgs(1),
+		Use: "show NAME", Short: "Show a reservation with its utilization (the admin without --tenant: the one tenant holding NAME)", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			t, err := c.tenantOf(ctx, cl, true)
+			t, err := c.tenantHolding(ctx, cl, "reservation", args[0], reservationTenants(cl))
 			if err != nil {
 				return err
 			}
@@ -358,7 +315,13 @@ func readWorkloadFile(path string) (api.WorkloadSpec, error) {
 
 func newWorkloadCmd() *cobra.Command {
 	var c conn
-	cmd := &cobra.Command{Use: "workload", Aliases: []string{"workloads"}, Short: "Workloads: submit, list, show, cancel, why", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "workload", Aliases: []string{"workloads"}, Short: "Workloads: submit, list, show, cancel, why, logs", Args: cobra.NoArgs,
+		Long: `Workloads: submit, list, show, cancel, why, logs.
+
+The admin without --tenant lists every tenant's workloads, and show, why,
+cancel and logs find NAME in the one tenant that has a workload of that
+name (when several have one, they are listed: pass --tenant). A tenant
+token acts for its own tenant only.`}
 	c.bind(cmd)
 	var file string
 	submit := &cobra.Command{
@@ -406,7 +369,7 @@ func newWorkloadCmd() *cobra.Command {
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show a workload and where it runs", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			t, err := c.tenantOf(ctx, cl, true)
+			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
 			if err != nil {
 				return err
 			}
@@ -444,7 +407,7 @@ func newWorkloadCmd() *cobra.Command {
 	cancel := &cobra.Command{
 		Use: "cancel NAME", Short: "Cancel a workload", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			t, err := c.tenantOf(ctx, cl, true)
+			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
 			if err != nil {
 				return err
 			}
@@ -458,7 +421,7 @@ func newWorkloadCmd() *cobra.Command {
 	why := &cobra.Command{
 		Use: "why NAME", Short: "Say why a workload is pending (or where it runs)", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			t, err := c.tenantOf(ctx, cl, true)
+			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
 			if err != nil {
 				return err
 			}
@@ -775,26 +738,32 @@ func newEventsCmd() *cobra.Command {
 	var after int64
 	var follow bool
 	cmd := &cobra.Command{
-		Use: "events [--after SEQ] [--follow]", Short: "Print what changed (long-polls with --follow)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
+		Use:   "events [--after SEQ] [--follow] [--tenant T]",
+		Short: "Print what changed (long-polls with --follow): SEQ, TIME, TYPE, TENANT, OBJECT, MESSAGE",
+		Long: `Print what changed: one event a line (SEQ, TIME, TYPE, TENANT, OBJECT,
+MESSAGE), or one JSON object a line with -o json. The admin sees every
+tenant's events, or one tenant's with --tenant (or ARBITER_TENANT, or the
+context's tenant); a tenant token sees its own.`,
+		Args: cobra.NoArgs,
+		RunE: c.runFor(0, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			tenant := c.givenTenant()
+			print := func(e api.Event) {
+				if c.output == "json" {
+					b, _ := json.Marshal(e)
+					fmt.Fprintln(out, string(b))
+				} else {
+					fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Type, dash(e.Tenant), e.Object, e.Message)
+				}
 			}
-			out := cmd.OutOrStdout()
 			if follow {
 				// Server-sent events; reconnect after the last event seen.
 				for {
-					after, err = cl.StreamEvents(cmd.Context(), after, func(e api.Event) error {
-						if c.output == "json" {
-							b, _ := json.Marshal(e)
-							fmt.Fprintln(out, string(b))
-						} else {
-							fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Type, e.Object, e.Message)
-						}
+					var err error
+					after, err = cl.StreamTenantEvents(ctx, tenant, after, func(e api.Event) error {
+						print(e)
 						return nil
 					})
-					if cmd.Context().Err() != nil {
+					if ctx.Err() != nil {
 						return nil
 					}
 					var ae *api.Error
@@ -802,35 +771,21 @@ func newEventsCmd() *cobra.Command {
 						return err
 					}
 					select {
-					case <-cmd.Context().Done():
+					case <-ctx.Done():
 						return nil
 					case <-time.After(2 * time.Second):
 					}
 				}
 			}
-			for {
-				wait := time.Duration(0)
-				if follow {
-					wait = 30 * time.Second
-				}
-				ev, err := cl.Events(cmd.Context(), after, wait, 1000)
-				if err != nil {
-					return err
-				}
-				for _, e := range ev.Items {
-					if c.output == "json" {
-						b, _ := json.Marshal(e)
-						fmt.Fprintln(out, string(b))
-					} else {
-						fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Type, e.Object, e.Message)
-					}
-				}
-				after = ev.Next
-				if !follow {
-					return nil
-				}
+			ev, err := cl.TenantEvents(ctx, tenant, after, 0, 1000)
+			if err != nil {
+				return err
 			}
-		},
+			for _, e := range ev.Items {
+				print(e)
+			}
+			return nil
+		}),
 	}
 	c.bind(cmd)
 	cmd.Flags().Int64Var(&after, "after", 0, "print events after this sequence number")

@@ -21,6 +21,8 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(
 		newVersionCmd(),
+		newLoginCmd(),
+		newConfigCmd(),
 		newBenchCmd(),
 		newScheduleCmd(),
 		newValidateCmd(),

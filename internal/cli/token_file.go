@@ -19,22 +19,33 @@ const maxTokenFile = 64 << 10
 // line is visible to every user of the machine (ps); files and the
 // environment are not, so documentation uses --token-file.
 func resolveToken(flagToken, flagFile string) (string, error) {
+	tok, _, err := resolveTokenFrom(flagToken, flagFile)
+	return tok, err
+}
+
+// resolveTokenFrom is resolveToken that also says where the token came
+// from ("--token-file FILE", "ARBITER_TOKEN", ...), for messages.
+func resolveTokenFrom(flagToken, flagFile string) (tok, from string, err error) {
 	switch {
 	case flagToken != "" && flagFile != "":
-		return "", ErrTokenTwice
+		return "", "", ErrTokenTwice
 	case flagToken != "":
-		return flagToken, nil
+		return flagToken, "--token", nil
 	case flagFile != "":
-		return readTokenFile("--token-file", flagFile)
+		tok, err := readTokenFile("--token-file", flagFile)
+		return tok, "--token-file " + flagFile, err
 	}
 	envFile, envToken := os.Getenv("ARBITER_TOKEN_FILE"), os.Getenv("ARBITER_TOKEN")
 	switch {
 	case envFile != "" && envToken != "":
-		return "", errors.New("set ARBITER_TOKEN_FILE or ARBITER_TOKEN, not both")
+		return "", "", errors.New("set ARBITER_TOKEN_FILE or ARBITER_TOKEN, not both")
 	case envFile != "":
-		return readTokenFile("ARBITER_TOKEN_FILE", envFile)
+		tok, err := readTokenFile("ARBITER_TOKEN_FILE", envFile)
+		return tok, "ARBITER_TOKEN_FILE " + envFile, err
+	case envToken != "":
+		return envToken, "ARBITER_TOKEN", nil
 	}
-	return envToken, nil
+	return "", "", nil
 }
 
 // readTokenFile reads a token file; what names where the path came from.

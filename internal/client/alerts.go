@@ -37,8 +37,14 @@ func (c *Client) ApplyAlerts(ctx context.Context, a api.AlertsApply) (api.Alerts
 // ends, fn fails, a server refuses the stream (an *api.Error: 401, 410 ...)
 // or no server gave a stream back for the failover budget.
 func (c *Client) StreamEvents(ctx context.Context, after int64, fn func(api.Event) error) (int64, error) {
+	return c.StreamTenantEvents(ctx, "", after, fn)
+}
+
+// StreamTenantEvents is StreamEvents of one tenant ("": every event the
+// token sees).
+func (c *Client) StreamTenantEvents(ctx context.Context, tenant string, after int64, fn func(api.Event) error) (int64, error) {
 	if len(c.servers) == 1 {
-		after, err := c.streamOnce(ctx, after, fn)
+		after, err := c.streamOnce(ctx, tenant, after, fn)
 		var fe *callbackError
 		if errors.As(err, &fe) {
 			return after, fe.err
@@ -49,7 +55,7 @@ func (c *Client) StreamEvents(ctx context.Context, after int64, fn func(api.Even
 	for {
 		before := after
 		var err error
-		after, err = c.streamOnce(ctx, after, fn)
+		after, err = c.streamOnce(ctx, tenant, after, fn)
 		var ae *api.Error
 		var fe *callbackError
 		switch {
@@ -86,8 +92,8 @@ func (e *callbackError) Unwrap() error { return e.err }
 
 // streamOnce reads one stream from the current server (send picks it and
 // fails over while connecting) until it ends.
-func (c *Client) streamOnce(ctx context.Context, after int64, fn func(api.Event) error) (int64, error) {
-	ans, err := c.send(ctx, &request{method: "GET", path: "/v1/events" + query("after", strconv.FormatInt(after, 10)),
+func (c *Client) streamOnce(ctx context.Context, tenant string, after int64, fn func(api.Event) error) (int64, error) {
+	ans, err := c.send(ctx, &request{method: "GET", path: "/v1/events" + query("after", strconv.FormatInt(after, 10), "tenant", tenant),
 		header: http.Header{"Accept": {"text/event-stream"}}, stream: true})
 	if err != nil {
 		return after, err

@@ -252,6 +252,18 @@ func (c *Client) Reservations(ctx context.Context, tenant string) ([]api.Reserva
 	return list[api.Reservation](c, ctx, tpath(tenant, "reservations"))
 }
 
+// AllReservations lists every reservation the token sees: every tenant's
+// for the admin, its own tenant's for a tenant token.
+func (c *Client) AllReservations(ctx context.Context) ([]api.Reservation, error) {
+	return list[api.Reservation](c, ctx, "/v1/reservations")
+}
+
+// ReservationsNamed lists the reservations named name in every tenant
+// the token sees (one per tenant at most).
+func (c *Client) ReservationsNamed(ctx context.Context, name string) ([]api.Reservation, error) {
+	return list[api.Reservation](c, ctx, "/v1/reservations"+query("name", name))
+}
+
 // Reservation shows one reservation with its utilization.
 func (c *Client) Reservation(ctx context.Context, tenant, name string) (api.Reservation, error) {
 	var out api.Reservation
@@ -282,6 +294,13 @@ func (c *Client) Workloads(ctx context.Context, tenant, state string) ([]api.Wor
 		return list[api.Workload](c, ctx, "/v1/workloads"+query("state", state))
 	}
 	return list[api.Workload](c, ctx, tpath(tenant, "workloads")+query("state", state))
+}
+
+// WorkloadsNamed lists the workloads named name in every tenant the
+// token sees (one per tenant at most): how a caller finds which tenant
+// holds a workload it knows by name.
+func (c *Client) WorkloadsNamed(ctx context.Context, name string) ([]api.Workload, error) {
+	return list[api.Workload](c, ctx, "/v1/workloads"+query("name", name))
 }
 
 // Workload shows one workload.
@@ -352,8 +371,14 @@ func (c *Client) Firings(ctx context.Context, name string) ([]api.Firing, error)
 
 // Events returns the events after seq, waiting up to wait for the first.
 func (c *Client) Events(ctx context.Context, after int64, wait time.Duration, limit int) (api.Events, error) {
+	return c.TenantEvents(ctx, "", after, wait, limit)
+}
+
+// TenantEvents is Events of one tenant ("": every event the token sees).
+// A tenant token may name only its own tenant.
+func (c *Client) TenantEvents(ctx context.Context, tenant string, after int64, wait time.Duration, limit int) (api.Events, error) {
 	var out api.Events
-	q := query("after", strconv.FormatInt(after, 10), "wait", durStr(wait), "limit", intStr(limit))
+	q := query("after", strconv.FormatInt(after, 10), "wait", durStr(wait), "limit", intStr(limit), "tenant", tenant)
 	return out, c.Do(ctx, "GET", "/v1/events"+q, nil, &out)
 }
 

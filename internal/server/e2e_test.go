@@ -148,7 +148,10 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func cli(t *testing.T, p *proc, token string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(arbiterBin(t), args...)
-	cmd.Env = append(os.Environ(), "ARBITER_SERVER="+p.addr, "ARBITER_TOKEN="+token, "ARBITER_TENANT=")
+	// ARBITER_CONFIG: a file that does not exist, so that no client context
+	// of the user's applies.
+	cmd.Env = append(os.Environ(), "ARBITER_SERVER="+p.addr, "ARBITER_TOKEN="+token, "ARBITER_TENANT=", "ARBITER_CONTEXT=",
+		"ARBITER_CONFIG="+filepath.Join(t.TempDir(), "config.yaml"))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

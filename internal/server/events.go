@@ -15,9 +15,9 @@ func eventOut(e *store.Event) api.Event {
 	return api.Event{Seq: e.Seq, Time: e.Time, Type: e.Type.String(), Object: e.Object, Tenant: e.Tenant, Message: e.Message}
 }
 
-// events answers the events after ?after=SEQ visible to the caller, at
-// most ?limit= (default 100, at most 1000); with ?wait=DURATION (at most
-// 60s) it waits for the first one (long poll).
+// events answers the events after ?after=SEQ visible to the caller (with
+// ?tenant=T, T's only), at most ?limit= (default 100, at most 1000); with
+// ?wait=DURATION (at most 60s) it waits for the first one (long poll).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	after, err := optIntParam(q, "after", 0, math.MaxInt64, 0)
@@ -35,10 +35,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, "wait", "wait must be a duration of at most 60s, got %q", v)
 		}
 	}
-	if wantsSSE(r) {
-		return s.streamEvents(w, r, after)
+	sc, err := s.eventScopeOf(r)
+	if err != nil {
+		return err
 	}
-	p := who(r)
+	if wantsSSE(r) {
+		return s.streamEvents(w, r, after, sc)
+	}
 	deadline := s.now().Add(timeDuration(wait))
 	for {
 		ch := s.changes()
@@ -48,7 +51,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 			var err error
-			out.Next, err = scanEvents(tx, p, after, func(e *store.Event) bool {
+			out.Next, err = scanEvents(tx, sc, after, func(e *store.Event) bool {
 				out.Items = append(out.Items, eventOut(e))
 				return len(out.Items) < limit
 			})

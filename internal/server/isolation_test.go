@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -84,6 +85,7 @@ func TestIsolation(t *testing.T) {
 		"POST /v1/tenants/{tenant}/tokens":                  forbidden,
 		"GET /v1/tenants/{tenant}/usage":                    hidden,
 		"GET /v1/usage":                                     ownOnly,
+		"GET /v1/reservations":                              ownOnly,
 		"GET /v1/tenants/{tenant}/reservations":             hidden,
 		"POST /v1/tenants/{tenant}/reservations":            hidden,
 		"GET /v1/tenants/{tenant}/reservations/{name}":      hidden,
@@ -133,8 +135,13 @@ func TestIsolation(t *testing.T) {
 		}
 		path = strings.NewReplacer("{tenant}", "contoso", "{name}", name, "{id}", "eus-a-n0000").Replace(path)
 		// The global lists also get asked for contoso explicitly.
-		if rt.pattern == "GET /v1/usage" {
+		switch rt.pattern {
+		case "GET /v1/usage":
 			path += "?tenant=fabrikam"
+		case "GET /v1/workloads": // by name, as the CLI looks a workload up for the admin
+			path += "?name=secret-job"
+		case "GET /v1/reservations":
+			path += "?name=secret-res"
 		}
 		t.Run(rt.pattern, func(t *testing.T) {
 			req, _ := http.NewRequest(method, h.url+path, bytes.NewBufferString(bodies[rt.pattern]))
@@ -183,6 +190,38 @@ func TestIsolation(t *testing.T) {
 	err = fab.Do(ctx, "GET", "/v1/usage?tenant=contoso", nil, nil)
 	if !asAPI(err, &ae) || ae.Status != http.StatusNotFound {
 		t.Fatalf("usage of another tenant: %v, want 404", err)
+	}
+	// Nor the events of another tenant: the same 404 as a tenant that does
+	// not exist, while the admin gets exactly that tenant's events.
+	for _, other := range []string{"contoso", "no-such-tenant"} {
+		err = fab.Do(ctx, "GET", "/v1/events?tenant="+other, nil, nil)
+		if !asAPI(err, &ae) || ae.Status != http.StatusNotFound || ae.Message != fmt.Sprintf("tenant %q not found", other) {
+			t.Fatalf("events of tenant %s for fabrikam: %v, want 404 tenant not found", other, err)
+		}
+	}
+	if err := fab.Do(ctx, "GET", "/v1/events?tenant=fabrikam", nil, nil); err != nil {
+		t.Fatalf("fabrikam's own events by name: %v", err)
+	}
+	var evs api.Events
+	if err := h.admin.Do(ctx, "GET", "/v1/events?tenant=contoso&limit=1000", nil, &evs); err != nil || len(evs.Items) == 0 {
+		t.Fatalf("the admin's events of contoso: %d, %v", len(evs.Items), err)
+	}
+	for _, e := range evs.Items {
+		if e.Tenant != "contoso" {
+			t.Fatalf("the admin asked contoso's events and got %+v", e)
+		}
+	}
+	if err := h.admin.Do(ctx, "GET", "/v1/events?tenant=no-such-tenant", nil, nil); !asAPI(err, &ae) || ae.Status != http.StatusNotFound {
+		t.Fatalf("the admin's events of a tenant that does not exist: %v, want 404", err)
+	}
+	// The admin finds a workload and a reservation by name across tenants.
+	var wl api.List[api.Workload]
+	if err := h.admin.Do(ctx, "GET", "/v1/workloads?name=secret-job", nil, &wl); err != nil || len(wl.Items) != 1 || wl.Items[0].Tenant != "contoso" {
+		t.Fatalf("the admin's workloads named secret-job: %+v, %v", wl.Items, err)
+	}
+	var rl api.List[api.Reservation]
+	if err := h.admin.Do(ctx, "GET", "/v1/reservations?name=secret-res", nil, &rl); err != nil || len(rl.Items) != 1 || rl.Items[0].Tenant != "contoso" {
+		t.Fatalf("the admin's reservations named secret-res: %+v, %v", rl.Items, err)
 	}
 	after, err := h.admin.Workloads(ctx, "contoso", "")
 	if err != nil {

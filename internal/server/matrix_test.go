@@ -256,6 +256,7 @@ var pinnedAccess = map[string]access{
 	"POST /v1/tenants/{tenant}/tokens":                  adminOnly,
 	"GET /v1/tenants/{tenant}/usage":                    tenantScoped,
 	"GET /v1/usage":                                     tenantScoped,
+	"GET /v1/reservations":                              tenantScoped,
 	"GET /v1/tenants/{tenant}/reservations":             tenantScoped,
 	"POST /v1/tenants/{tenant}/reservations":            tenantScoped,
 	"GET /v1/tenants/{tenant}/reservations/{name}":      tenantScoped,

@@ -57,23 +57,40 @@ func reservationOutWith(cat *fleet.Catalog, r *store.Reservation, running []*sto
 
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error {
 	tenant := r.PathValue("tenant") // the router checked it is the caller's (tenantScoped)
+	return s.listReservationsWith(w, r, tenant+"/")
+}
+
+// listAllReservations lists every tenant's reservations for the admin and
+// the caller's own for a tenant token; ?name= keeps those of that name.
+func (s *Server) listAllReservations(w http.ResponseWriter, r *http.Request) error {
+	return s.listReservationsWith(w, r, ownPrefix(who(r)))
+}
+
+func (s *Server) listReservationsWith(w http.ResponseWriter, r *http.Request, prefix string) error {
+	name, err := nameParam(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	pg, err := s.newPage(r)
 	if err != nil {
 		return err
 	}
-	// The tenant's own reservations and the work on their machines: no
+	// The reservations under prefix and the work on their machines: no
 	// pass over other tenants' objects.
 	cat, now := s.cat.Load(), s.now()
 	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var rerr error
-		err := scanPage(tx, pg, tenant+"/", func(x *store.Reservation) (any, bool) {
+		conv := func(x *store.Reservation) (any, bool) {
 			running, err := s.live.runningOn(tx, x.Nodes)
 			if err != nil {
 				rerr = err
 			}
 			return reservationOutWith(cat, x, running, now), true
-		})
-		return errors.Join(err, rerr)
+		}
+		if name != "" {
+			return errors.Join(scanNamed(tx, pg, prefix, name, conv), rerr)
+		}
+		return errors.Join(scanPage(tx, pg, prefix, conv), rerr)
 	})
 	if err != nil {
 		return err

@@ -176,6 +176,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/usage", tenantScoped, routeDoc{summary: "Quota usage of every tenant the token sees", resp: api.List[api.Usage]{}, query: []string{"region", "tenant", "limit", "continue"}}, s.allUsage},
 
 		// reservations
+		{"GET /v1/reservations", tenantScoped, routeDoc{summary: "List reservations with utilization (the admin sees all tenants'; name: only those of that name, one per tenant at most)", resp: api.List[api.Reservation]{}, query: []string{"name", "limit", "continue"}}, s.listAllReservations},
 		{"GET /v1/tenants/{tenant}/reservations", tenantScoped, routeDoc{summary: "List reservations with utilization", resp: api.List[api.Reservation]{}, query: pageQuery}, s.listReservations},
 		{"POST /v1/tenants/{tenant}/reservations", tenantScoped, routeDoc{summary: "Create a capacity reservation, now or for a window (start, end), all or nothing against the capacity calendar (409 InsufficientCapacity)", req: api.ReservationRequest{}, resp: api.Reservation{}, status: 201}, s.createReservation},
 		{"GET /v1/tenants/{tenant}/reservations/{name}", tenantScoped, routeDoc{summary: "Show a reservation with utilization", resp: api.Reservation{}}, s.getReservation},
@@ -183,7 +184,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"DELETE /v1/tenants/{tenant}/reservations/{name}", tenantScoped, routeDoc{summary: "Delete a reservation no live workload uses"}, s.deleteReservation},
 
 		// workloads
-		{"GET /v1/workloads", tenantScoped, routeDoc{summary: "List workloads (the admin sees all tenants')", resp: api.List[api.Workload]{}, query: []string{"state", "limit", "continue"}}, s.listAllWorkloads},
+		{"GET /v1/workloads", tenantScoped, routeDoc{summary: "List workloads (the admin sees all tenants'; name: only those of that name, one per tenant at most)", resp: api.List[api.Workload]{}, query: []string{"state", "name", "limit", "continue"}}, s.listAllWorkloads},
 		{"GET /v1/tenants/{tenant}/workloads", tenantScoped, routeDoc{summary: "List a tenant's workloads", resp: api.List[api.Workload]{}, query: []string{"state", "limit", "continue"}}, s.listWorkloads},
 		{"POST /v1/tenants/{tenant}/workloads", tenantScoped, routeDoc{summary: "Submit a workload (durable when answered). With an Idempotency-Key header (at most 128 of A-Z a-z 0-9 . _ : ~ -) a retry with the same key and body answers the first workload (Idempotent-Replayed: true) and creates nothing; the same key with another body is a 422. Keys are per tenant, kept 24 h", req: api.WorkloadSpec{}, resp: api.Workload{}, status: 201}, s.submitWorkload},
 		{"GET /v1/tenants/{tenant}/workloads/{name}", tenantScoped, routeDoc{summary: "Show a workload", resp: api.Workload{}}, s.getWorkload},
@@ -200,7 +201,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"POST /v1/metrics", adminOnly, routeDoc{summary: "Push measurements for the policies (latency, queue wait, spot price, capacity failures)", req: api.MetricSamples{}, resp: api.MetricsAccepted{}}, s.pushMetrics},
 
 		// events
-		{"GET /v1/events", tenantScoped, routeDoc{summary: "Events after a sequence number; long-polls with wait; with Accept: text/event-stream, a server-sent event stream (id: seq, event: type, data: Event; resumes from Last-Event-ID)", resp: api.Events{}, query: []string{"after", "wait", "limit"}}, s.events},
+		{"GET /v1/events", tenantScoped, routeDoc{summary: "Events after a sequence number; long-polls with wait; with Accept: text/event-stream, a server-sent event stream (id: seq, event: type, data: Event; resumes from Last-Event-ID). tenant: only that tenant's events (a tenant token may name only itself)", resp: api.Events{}, query: []string{"after", "wait", "limit", "tenant"}}, s.events},
 
 		// alerts
 		{"GET /v1/alerts", adminOnly, routeDoc{summary: "List the alert rules with their state", resp: api.Alerts{}}, s.listAlerts},

@@ -35,7 +35,7 @@ func wantsSSE(r *http.Request) bool {
 // clients send), then each new one as it is committed, as server-sent
 // events (id: seq, event: type, data: the event's JSON). A tenant sees
 // only its own events. The stream ends when the client goes away.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int64) error {
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int64, sc eventScope) error {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		n, err := intParam(url.Values{"Last-Event-ID": {id}}, "Last-Event-ID", 0, math.MaxInt64)
 		if err != nil {
@@ -50,7 +50,6 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int6
 	if err := s.st.View(r.Context(), func(tx store.ReadTx) error { return checkPruned(tx, after) }); err != nil {
 		return err
 	}
-	p := who(r)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -69,7 +68,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, after int6
 					return err // fell behind the pruner
 				}
 				var err error
-				after, err = scanEvents(tx, p, after, func(e *store.Event) bool {
+				after, err = scanEvents(tx, sc, after, func(e *store.Event) bool {
 					b, err := json.Marshal(eventOut(e))
 					if err != nil {
 						return false

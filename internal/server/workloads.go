@@ -176,9 +176,14 @@ func (s *Server) submitWorkload(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefix string) error {
-	state := r.URL.Query().Get("state")
+	q := r.URL.Query()
+	state := q.Get("state")
 	if state != "" && !slices.Contains(api.WorkloadStates, state) {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "state", "state must be one of %s, got %q", strings.Join(api.WorkloadStates, ", "), clip(state, 64))
+	}
+	name, err := nameParam(q)
+	if err != nil {
+		return err
 	}
 	// Starting and WaitingForGPUs are stored as Running.
 	stored := state
@@ -193,7 +198,7 @@ func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefi
 	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
 		sh := newShower(tx)
 		var serr error
-		err := scanPage(tx, pg, prefix, func(x *store.Workload) (any, bool) {
+		conv := func(x *store.Workload) (any, bool) {
 			if stored != "" && string(x.State) != stored {
 				return nil, false
 			}
@@ -208,8 +213,11 @@ func (s *Server) listWorkloadsWith(w http.ResponseWriter, r *http.Request, prefi
 				s.effectsOf(tx, x, acts, s.lastPending(x)).apply(&o)
 			}
 			return o, state == "" || shown == state
-		})
-		return errors.Join(err, serr)
+		}
+		if name != "" {
+			return errors.Join(scanNamed(tx, pg, prefix, name, conv), serr)
+		}
+		return errors.Join(scanPage(tx, pg, prefix, conv), serr)
 	})
 	if err != nil {
 		return err
@@ -224,13 +232,10 @@ func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) error {
 }
 
 // listAllWorkloads lists every tenant's workloads for the admin and the
-// caller's own for a tenant token.
+// caller's own for a tenant token; ?name= keeps those of that name (one
+// per tenant at most: how the CLI finds a workload's tenant).
 func (s *Server) listAllWorkloads(w http.ResponseWriter, r *http.Request) error {
-	p := who(r)
-	if p.admin {
-		return s.listWorkloadsWith(w, r, "")
-	}
-	return s.listWorkloadsWith(w, r, p.tenant+"/")
+	return s.listWorkloadsWith(w, r, ownPrefix(who(r)))
 }
 
 func (s *Server) loadWorkload(r *http.Request) (*store.Workload, error) {
