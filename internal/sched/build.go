@@ -194,7 +194,7 @@ func (s *snapshot) classifyBorrowers() {
 		if len(grp) == 0 {
 			continue
 		}
-		keys := s.sortedGroup(grp, nil)
+		keys := s.sortedGroup(grp, nil, borrowOrder)
 		var cum resource.MilliGPU
 		for _, k := range keys {
 			cum = cum.Add(br[k.run].total)
@@ -204,10 +204,10 @@ func (s *snapshot) classifyBorrowers() {
 }
 
 // sortedGroup returns the runs of grp (but those skip says to leave out)
-// in borrowOrder. The sort keys are read once per run, so that the sort
+// in order (borrowOrder, or coverOrder). The sort keys are read once per run, so that the sort
 // compares values instead of following each run's pointers. The result
 // is scratch (s.buf.borrow).
-func (s *snapshot) sortedGroup(grp []int, skip func(run int) bool) []borrowKey {
+func (s *snapshot) sortedGroup(grp []int, skip func(run int) bool, order func(nanos bool) func(a, b borrowKey) int) []borrowKey {
 	br := s.buf.cur().runs
 	keys := s.buf.borrow[:0]
 	nanos := true // every StartedAt is exact in int64 nanoseconds
@@ -220,7 +220,7 @@ func (s *snapshot) sortedGroup(grp []int, skip func(run int) bool) []borrowKey {
 		nanos = nanos && b.exact
 	}
 	s.buf.borrow = keys
-	slices.SortFunc(keys, borrowOrder(nanos))
+	slices.SortFunc(keys, order(nanos))
 	return keys
 }
 

@@ -15,9 +15,12 @@ import (
 //
 //   - A run beyond its own tenant's guarantee (borrows) is covered by
 //     the lowest ancestor whose guarantee still has room for it after the
-//     subtree's covered work, taken in the order classifyBorrowers uses
-//     (priority, then placed within, then oldest). Its cover is that
-//     ancestor, or none when no level covers it.
+//     subtree's covered work, taken in coverOrder (placed within a
+//     guarantee first, then priority, then oldest). Its cover is that
+//     ancestor, or none when no level covers it. Placed-within first
+//     keeps a claim covered that later placements of the same cycle at a
+//     higher priority would otherwise push out (and an outsider would
+//     then evict back what the claim took from it).
 //   - A claim is within when it fits its own tenant's guarantee or, else,
 //     the lowest ancestor's (usage of the subtree plus the claim at most
 //     the ancestor's guarantee); that tenant is the claim's cover.
@@ -129,7 +132,7 @@ func (s *snapshot) classifyCover() {
 		if avail <= 0 {
 			continue
 		}
-		keys := s.sortedGroup(groups[g], func(i int) bool { return cover[i] >= 0 }) // covered lower down
+		keys := s.sortedGroup(groups[g], func(i int) bool { return cover[i] >= 0 }, coverOrder) // covered lower down
 		var cum resource.MilliGPU
 		for _, k := range keys {
 			cum = cum.Add(br[k.run].total)
@@ -360,4 +363,19 @@ func (o *levelOrder) ranks() []int {
 		}
 	}
 	return rank
+}
+
+// coverOrder is the order of an ancestor's candidates: work placed within
+// a guarantee first (see classifyCover), then borrowOrder's.
+func coverOrder(nanos bool) func(a, b borrowKey) int {
+	by := borrowOrder(nanos)
+	return func(a, b borrowKey) int {
+		if a.within != b.within {
+			if a.within {
+				return -1
+			}
+			return 1
+		}
+		return by(a, b)
+	}
 }

@@ -91,9 +91,12 @@ func treeWorkloads(rng *rand.Rand, w *world, leaves []string, n int, prefix stri
 // running workload's covering tenant (its own, an ancestor, or -1).
 func refCover(in Input) map[workload.ID]int {
 	tree := in.Tenants
-	order := func(a, b *workload.Workload) int {
+	order := func(a, b *workload.Workload) int { // a tenant's own runs: priority first
 		return cmp.Or(-cmp.Compare(a.Priority, b.Priority), -boolCmp(a.Running.Within, b.Running.Within),
 			a.Running.StartedAt.Compare(b.Running.StartedAt), strings.Compare(string(a.Name), string(b.Name)))
+	}
+	above := func(a, b *workload.Workload) int { // an ancestor's: placed within first
+		return cmp.Or(-boolCmp(a.Running.Within, b.Running.Within), order(a, b))
 	}
 	cover := map[workload.ID]int{}
 	var runs []*workload.Workload
@@ -126,7 +129,11 @@ func refCover(in Input) map[workload.ID]int {
 					cands = append(cands, w)
 				}
 			}
-			slices.SortFunc(cands, order)
+			if own {
+				slices.SortFunc(cands, order)
+			} else {
+				slices.SortFunc(cands, above)
+			}
 			var cum resource.MilliGPU
 			for _, w := range cands {
 				cum += w.TotalGPUs()
