@@ -217,8 +217,8 @@ func TestTenantGauges(t *testing.T) {
 	check("placed")
 	all := series(t, h.s.metrics)
 	for k, want := range map[string]float64{
-		`arbiter_tenant_used_gpus{flavor="A100-80G",region="eastus",tenant="fabrikam"}`:     24,
-		`arbiter_tenant_borrowed_gpus{flavor="A100-80G",region="eastus",tenant="fabrikam"}`: 16,
+		`arbiter_tenant_used_gpus{flavor="A100-80G",region="eastus",tenant="fabrikam"}`:      24,
+		`arbiter_tenant_borrowed_gpus{flavor="A100-80G",region="eastus",tenant="fabrikam"}`:  16,
 		`arbiter_tenant_guaranteed_gpus{flavor="A100-80G",region="eastus",tenant="contoso"}`: 16,
 		`arbiter_tenant_used_gpus{flavor="A100-80G",region="eastus",tenant="contoso"}`:       8,
 	} {
