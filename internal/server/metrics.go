@@ -312,6 +312,17 @@ func (m *metrics) placed(first []store.FirstPlacement) {
 	}
 }
 
+// stepDown forgets the gauges of the state, which only the leader's
+// cycles set: a replica whose term ended exports none of them, so sums
+// over replicas count the fleet once (counters, histograms and the
+// last-cycle timestamp stay: they are this replica's history).
+func (m *metrics) stepDown() {
+	for _, g := range []*prometheus.GaugeVec{m.allocated, m.capacity, m.pendingW, m.pendingG, m.resCapacity, m.resAllocated,
+		m.tenantGuaranteed, m.tenantLimit, m.tenantUsed, m.tenantBorrowed, m.nodes} {
+		g.Reset()
+	}
+}
+
 // cycleDone records that a cycle completed at now.
 func (m *metrics) cycleDone(now time.Time) {
 	m.lastCycle.WithLabelValues().Set(float64(now.UnixNano()) / 1e9)

@@ -422,3 +422,28 @@ func TestReservationGauges(t *testing.T) {
 		t.Error("no reservation_utilization sample")
 	}
 }
+
+// TestStepDownForgetsStateGauges: a replica whose term ended exports no
+// gauge of the state (the new leader does), only its own history.
+func TestStepDownForgetsStateGauges(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	if _, err := h.tenant("contoso").Submit(h.ctx, "contoso", spec("a", 8, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	h.s.metrics.stepDown()
+	left := map[string]bool{}
+	for k := range series(t, h.s.metrics) {
+		left[k[:strings.IndexByte(k, '{')]] = true
+	}
+	for _, name := range []string{"arbiter_allocated_gpus", "arbiter_capacity_gpus", "arbiter_tenant_used_gpus", "arbiter_tenant_guaranteed_gpus", "arbiter_nodes"} {
+		if left[name] {
+			t.Errorf("%s still exported after the term ended", name)
+		}
+	}
+	for _, name := range []string{"arbiter_placement_wait_seconds_count", "arbiter_last_cycle_timestamp_seconds", "arbiter_build_info"} {
+		if !left[name] {
+			t.Errorf("%s gone after the term ended", name)
+		}
+	}
+}
