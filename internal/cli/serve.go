@@ -216,7 +216,8 @@ func runServe(ctx context.Context, f serveFlags) error {
 	scheduling := schedulingOf(cfg)
 	s, err := server.New(ctx, server.Options{Limits: limits, Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
-		MaxGrace: f.maxGrace, MaxGraceClass: graceClass, Scheduling: scheduling, Cluster: clusterOf(member)})
+		MaxGrace: f.maxGrace, MaxGraceClass: graceClass, Scheduling: scheduling, Cluster: clusterOf(member),
+		Build: server.BuildInfo{Version: Version, Commit: binaryCommit()}})
 	if err != nil {
 		return err
 	}

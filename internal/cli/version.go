@@ -22,11 +22,15 @@ var (
 // VersionLine is what `arbiter version` prints: version, commit, Go version
 // and platform.
 func VersionLine() string {
-	commit := Commit
-	if commit == "" {
-		commit = vcsCommit()
+	return fmt.Sprintf("arbiter %s (commit %s, %s, %s/%s)", Version, binaryCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// binaryCommit is Commit, or the one go build stamped when none was set.
+func binaryCommit() string {
+	if Commit != "" {
+		return Commit
 	}
-	return fmt.Sprintf("arbiter %s (commit %s, %s, %s/%s)", Version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return vcsCommit()
 }
 
 // vcsCommit is the revision go build stamped into the binary, "-dirty" when

@@ -190,14 +190,14 @@ func (ar *alertRunner) serverSamples() []alert.Sample {
 	type fr struct{ f, r string }
 	alloc, capy := map[fr]float64{}, map[fr]float64{}
 	allocT := map[string]float64{}
-	each("arbiter_gpus_allocated", func(m *dto.Metric, v float64) {
+	each("arbiter_allocated_gpus", func(m *dto.Metric, v float64) {
 		f, r := label(m, "flavor"), label(m, "region")
 		for _, k := range []fr{{f, r}, {f, ""}, {"", r}, {"", ""}} {
 			alloc[k] += v
 		}
 		allocT[label(m, "tenant")] += v
 	})
-	each("arbiter_gpus_capacity", func(m *dto.Metric, v float64) {
+	each("arbiter_capacity_gpus", func(m *dto.Metric, v float64) {
 		f, r := label(m, "flavor"), label(m, "region")
 		for _, k := range []fr{{f, r}, {f, ""}, {"", r}, {"", ""}} {
 			capy[k] += v
@@ -247,23 +247,25 @@ func (ar *alertRunner) serverSamples() []alert.Sample {
 	})
 	add("preemptions", preAll)
 	res := map[[2]string]map[string]float64{}
-	each("arbiter_reservation_gpus", func(m *dto.Metric, v float64) {
-		k := [2]string{label(m, "tenant"), label(m, "reservation")}
-		if res[k] == nil {
-			res[k] = map[string]float64{}
-		}
-		res[k][label(m, "state")] = v
-	})
+	for _, name := range []string{"arbiter_reservation_capacity_gpus", "arbiter_reservation_allocated_gpus"} {
+		each(name, func(m *dto.Metric, v float64) {
+			k := [2]string{label(m, "tenant"), label(m, "reservation")}
+			if res[k] == nil {
+				res[k] = map[string]float64{}
+			}
+			res[k][name] = v
+		})
+	}
 	for k, v := range res {
-		if v["reserved"] > 0 {
-			add("reservation_utilization", v["allocated"]/v["reserved"], "tenant", k[0], "reservation", k[1])
+		if c := v["arbiter_reservation_capacity_gpus"]; c > 0 {
+			add("reservation_utilization", v["arbiter_reservation_allocated_gpus"]/c, "tenant", k[0], "reservation", k[1])
 		}
 	}
 	each("arbiter_plan_conflicts_total", func(m *dto.Metric, v float64) {
 		add("plan_conflicts", max(0, v-ar.prevConflict))
 		ar.prevConflict = v
 	})
-	if f := byName["arbiter_schedule_cycle_seconds"]; f != nil && len(f.GetMetric()) == 1 {
+	if f := byName["arbiter_schedule_cycle_duration_seconds"]; f != nil && len(f.GetMetric()) == 1 {
 		h := f.GetMetric()[0].GetHistogram()
 		if n := h.GetSampleCount(); n > ar.prevCycleN {
 			add("schedule_cycle_seconds", (h.GetSampleSum()-ar.prevCycleSum)/float64(n-ar.prevCycleN))

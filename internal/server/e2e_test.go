@@ -446,13 +446,13 @@ rules:
 		t.Errorf("/metrics without a token: %d, want 401 (it names tenants)", code)
 	}
 	_, body := getAs(t, p.addr+"/metrics", adminToken)
-	for _, m := range []string{`arbiter_gpus_allocated{flavor="A100-80G",region="eastus",tenant="training"} 32`, "arbiter_schedule_cycle_seconds_bucket", "arbiter_preemptions_total", "arbiter_policy_firings_total"} {
+	for _, m := range []string{`arbiter_allocated_gpus{flavor="A100-80G",region="eastus",tenant="training"} 32`, "arbiter_schedule_cycle_duration_seconds_bucket", "arbiter_preemptions_total", "arbiter_policy_firings_total"} {
 		if !strings.Contains(body, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
 	}
 	// Workloads were submitted, so group commits happened.
-	for _, m := range []string{"arbiter_store_commit_seconds_count", "arbiter_store_commit_wait_seconds_count", "arbiter_store_commit_writes_sum"} {
+	for _, m := range []string{"arbiter_store_commit_duration_seconds_count", "arbiter_store_commit_wait_seconds_count", "arbiter_store_commit_writes_sum"} {
 		if !regexp.MustCompile(`(?m)^` + m + ` [1-9]`).MatchString(body) {
 			t.Errorf("/metrics lacks %s > 0 (the store's group commits)", m)
 		}

@@ -143,6 +143,7 @@ func (s *Server) runCluster(ctx context.Context) {
 		s.log.Info("cluster: leading", "self", s.opts.Cluster.Self())
 		s.runLoops(lctx)
 		s.ready.Store(false)
+		s.metrics.stepDown()
 	})
 }
 

@@ -579,4 +579,18 @@ func TestHAFollower(t *testing.T) {
 			t.Errorf("cluster on %s: %+v, want leader %s and 2 replicas", r.url, info, leader.url)
 		}
 	}
+	// Only the leader exports the state's gauges and the last cycle's time
+	// (deploy/prometheus/rules.yaml aggregates by job for that).
+	waitFor(t, 10*time.Second, "the leader's first cycle in /metrics", func() bool {
+		_, body := call("GET", leader.url+"/metrics", "")
+		return strings.Contains(body, "\narbiter_last_cycle_timestamp_seconds ")
+	})
+	for _, r := range rs {
+		_, body := call("GET", r.url+"/metrics", "")
+		for _, name := range []string{"arbiter_capacity_gpus{", "arbiter_nodes{", "arbiter_last_cycle_timestamp_seconds "} {
+			if got := strings.Contains(body, "\n"+name); got != (r == leader) {
+				t.Errorf("/metrics of %s (the leader: %v) has %s: %v", r.url, r == leader, name, got)
+			}
+		}
+	}
 }

@@ -172,6 +172,9 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // its query parameters, then runs the handler.
 func (s *Server) route(mux *http.ServeMux, rt apiRoute) {
 	route, h := rt.pattern, rt.h
+	// The metrics' labels: "GET /v1/nodes/{id}" is method GET, route
+	// /v1/nodes/{id}.
+	method, path, _ := strings.Cut(route, " ")
 	mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
@@ -182,8 +185,8 @@ func (s *Server) route(mux *http.ServeMux, rt apiRoute) {
 					s.writeErr(rec, fmt.Errorf("panic: %v", v))
 				}
 			}
-			s.metrics.requests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
-			s.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+			s.metrics.requests.WithLabelValues(method, path, strconv.Itoa(rec.status)).Inc()
+			s.metrics.latency.WithLabelValues(method, path).Observe(time.Since(start).Seconds())
 		}()
 		if s.toLeader(rec, r, route) {
 			return

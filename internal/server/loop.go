@@ -247,6 +247,7 @@ func (s *Server) quietCycle(ctx context.Context, now time.Time, gen uint64) bool
 	s.settledMu.Unlock()
 	s.why.Store(chainWhy(s.why.Load(), &whyIndex{Revision: rev, Time: now, pending: news}))
 	s.metrics.quiet(news, ws)
+	s.metrics.cycleDone(now)
 	return true
 }
 
@@ -309,6 +310,9 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 				}
 				return
 			}
+			// Observed here, once per committed plan: the store may have
+			// run the transaction more than once, and res is its last run.
+			s.metrics.placed(res.First)
 			s.notify(false)
 			s.log.Info("scheduler: plan applied", "base", w.Revision, "placed", res.Placed, "preempted", res.Preempted, "pending", len(plan.Pending))
 		}
@@ -319,6 +323,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		observed := in
 		observed.Workloads = all
 		s.metrics.observe(w, observed, plan)
+		s.metrics.cycleDone(now)
 		s.settledMu.Lock()
 		s.settled = nil
 		if !affected { // alike ignores the labels these actions may match

@@ -95,6 +95,9 @@ type Options struct {
 	// A zero Planning plans with sched.DefaultPlanning (NoPlanning plans
 	// nothing).
 	Scheduling sched.Options
+	// Build names the binary in arbiter_build_info (the CLI passes its
+	// version and commit; the server does not know them).
+	Build BuildInfo
 	// Cluster, when set, makes this server one replica of several over a
 	// shared (etcd) store: it runs the leader's loops only while it leads
 	// and, as a follower, sends writes to the leader (ha.go).
@@ -204,7 +207,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.opts.AdminToken = "" // only its hash is kept, in the store
 	s.why.Store(&whyIndex{})
-	s.metrics = newMetrics()
+	s.metrics = newMetrics(o.Build)
 	if co, ok := o.Store.(commitObserver); ok {
 		s.metrics.watchCommits(co)
 	}
@@ -226,7 +229,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.cat.Store(cat)
-	s.metrics.reg.MustRegister(&s.spot)
+	s.metrics.register(&s.spot)
 	s.policies = newPolicyRunner(s)
 	if err := s.policies.load(ctx); err != nil {
 		return nil, err

@@ -69,6 +69,13 @@ type harness struct {
 
 func newHarness(t testing.TB, cfg string, o Options) *harness {
 	t.Helper()
+	return newHarnessOver(t, cfg, o, nil)
+}
+
+// newHarnessOver is newHarness with the server's store wrap(st) (nil:
+// st itself), to inject faults around the real store.
+func newHarnessOver(t testing.TB, cfg string, o Options, wrap func(*store.BoltStore) store.Store) *harness {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: time.Millisecond})
 	if err != nil {
@@ -85,6 +92,9 @@ func newHarness(t testing.TB, cfg string, o Options) *harness {
 		}
 	}
 	o.Store, o.AdminToken = st, testAdmin
+	if wrap != nil {
+		o.Store = wrap(st)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -164,6 +164,37 @@ func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
 	return in
 }
 
+// after is the world as plan leaves it, for what is computed from the
+// state (the per-tenant gauges): the workloads it evicts pending, those it
+// places running from now. The changed workloads are copies; w is not
+// changed.
+func (w *world) after(plan sched.Plan, now time.Time) *world {
+	if len(plan.Placements)+len(plan.Preemptions) == 0 {
+		return w
+	}
+	change := make(map[string]*workload.Assignment, len(plan.Placements)+len(plan.Preemptions))
+	for _, p := range plan.Preemptions {
+		change[string(p.Workload)] = nil
+	}
+	for _, g := range plan.Placed() {
+		change[string(g.Workload)] = sched.Assignment(g.Placements, now)
+	}
+	c := *w
+	c.sched = nil
+	c.Workloads = make([]*store.Workload, len(w.Workloads))
+	for i, x := range w.Workloads {
+		a, ok := change[x.Key()]
+		if !ok {
+			c.Workloads[i] = x
+			continue
+		}
+		y := *x
+		y.Running = a
+		c.Workloads[i] = &y
+	}
+	return &c
+}
+
 // reservations are the stored reservations in the scheduler's model,
 // named by key.
 func (w *world) reservations() []tenancy.Reservation {

@@ -17,6 +17,16 @@ var guarded = []Kind{KindTenant, KindNode, KindReservation, KindPartition}
 type Applied struct {
 	Placed    int // workloads that became running
 	Preempted int // running workloads evicted back to pending
+	// First are the workloads placed for the first time (never preempted
+	// before): how long each waited since its submission.
+	First []FirstPlacement
+}
+
+// FirstPlacement is a workload's first placement: its priority class and
+// the time from its submission to the plan's now.
+type FirstPlacement struct {
+	Priority workload.Priority
+	Waited   time.Duration
 }
 
 // ApplyPlan commits a plan computed from the state at revision base. It
@@ -106,6 +116,9 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 			return res, err
 		}
 		res.Placed++
+		if w.Preemptions == 0 {
+			res.First = append(res.First, FirstPlacement{Priority: w.Spec.Priority, Waited: now.Sub(w.SubmittedAt)})
+		}
 	}
 	return res, nil
 }

@@ -319,7 +319,9 @@ func testApplyPlan(t *testing.T, b backend) {
 		st.Update(ctx, func(tx WriteTx) error {
 			Put(tx, &Tenant{Name: "contoso"}, MustNotExist)
 			Put(tx, &Node{ID: "n1", Region: "eastus", Block: "b", SKU: "Standard_ND96amsr_A100_v4"}, MustNotExist)
-			Put(tx, job("contoso", "a"), MustNotExist)
+			a := job("contoso", "a")
+			a.Spec.Priority, a.SubmittedAt = workload.PriorityHigh, now.Add(-90*time.Second)
+			Put(tx, a, MustNotExist)
 			r := job("contoso", "r")
 			r.State = StateRunning
 			r.Running = &workload.Assignment{Flavor: "A100-80G", Region: "eastus", Replicas: []workload.Replica{{Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}
@@ -349,8 +351,9 @@ func testApplyPlan(t *testing.T, b backend) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res != (Applied{Placed: 1, Preempted: 1}) {
-			t.Errorf("applied %+v", res)
+		// a is placed for the first time: its wait is reported.
+		if want := (Applied{Placed: 1, Preempted: 1, First: []FirstPlacement{{Priority: workload.PriorityHigh, Waited: 90 * time.Second}}}); !reflect.DeepEqual(res, want) {
+			t.Errorf("applied %+v, want %+v", res, want)
 		}
 		st.View(ctx, func(tx ReadTx) error {
 			a, _ := Get[Workload](tx, "contoso/a")
@@ -370,6 +373,19 @@ func testApplyPlan(t *testing.T, b backend) {
 		// Applying the same plan again is stale.
 		if _, err := apply(st, base); !errors.Is(err, ErrConflict) {
 			t.Errorf("reapplied: %v, want ErrConflict", err)
+		}
+		// The victim placed again is not a first placement.
+		var rev int64
+		st.View(ctx, func(tx ReadTx) error { rev = tx.Revision(); return nil })
+		again := sched.Plan{Placements: []sched.Placement{{Workload: "contoso/r", Node: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}, Milli: 1000, Flavor: "A100-80G", Region: "eastus"}}}
+		var res2 Applied
+		err = st.Update(ctx, func(tx WriteTx) error {
+			var err error
+			res2, err = ApplyPlan(tx, rev, again, now)
+			return err
+		})
+		if err != nil || res2.Placed != 1 || len(res2.First) != 0 {
+			t.Errorf("victim placed again: %+v, %v; want placed, no first placement", res2, err)
 		}
 	})
 	t.Run("assignment is the reference applier's", func(t *testing.T) {
