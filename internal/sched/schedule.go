@@ -202,76 +202,16 @@ func (s *snapshot) keyOf(cl *claim) hopelessKey {
 // hopeless records that a preemption search for cl found nothing. Until
 // something is evicted, placements only take room and add no victims, so
 // the same search would fail again.
-//
-// A failure also holds for every claim that agrees on all but the size
-// and asks at least as much on each count (GPUs and milli per replica,
-// CPU, memory, and for a gang replicas): a search that cannot make room
-// for the smaller one cannot for the larger. These are kept per key
-// without sizes (shapeless), a few each.
 func (s *snapshot) hopeless(cl *claim) {
 	if s.failed == nil {
 		s.failed = map[hopelessKey]int{}
-		s.failedSizes = map[hopelessKey][]failedSize{}
 	}
-	k := s.keyOf(cl)
-	s.failed[k] = s.evictions
-	sk, sz := shapeless(k)
-	fs := s.failedSizes[sk]
-	keep := fs[:0]
-	for _, f := range fs {
-		if f.evictions == s.evictions && !sz.covers(f) { // drop stale ones and those sz dominates
-			keep = append(keep, f)
-		}
-	}
-	if len(keep) < maxFailedSizes {
-		sz.evictions = s.evictions
-		keep = append(keep, sz)
-	}
-	s.failedSizes[sk] = keep
+	s.failed[s.keyOf(cl)] = s.evictions
 }
 
 func (s *snapshot) knownHopeless(cl *claim) bool {
-	k := s.keyOf(cl)
-	if n, ok := s.failed[k]; ok && n == s.evictions {
-		return true
-	}
-	sk, sz := shapeless(k)
-	for _, f := range s.failedSizes[sk] {
-		if f.evictions == s.evictions && f.covers(sz) {
-			return true
-		}
-	}
-	return false
-}
-
-// maxFailedSizes bounds the sizes kept per shapeless key.
-const maxFailedSizes = 8
-
-// failedSize is the size of a failed preemption search.
-type failedSize struct {
-	count, replicas int
-	perGPU          int32
-	cpu             resource.MilliCPU
-	mem             resource.MiB
-	evictions       int
-}
-
-// covers reports whether a failure of f's size implies one of o's: o asks
-// at least as much on every count.
-func (f failedSize) covers(o failedSize) bool {
-	return o.count >= f.count && o.perGPU >= f.perGPU && o.replicas >= f.replicas && o.cpu >= f.cpu && o.mem >= f.mem
-}
-
-// shapeless splits k into the key without sizes and the size. A single
-// replica's failure (the search is per replica) holds for any number of
-// replicas; a gang's for its replicas and more.
-func shapeless(k hopelessKey) (hopelessKey, failedSize) {
-	sz := failedSize{count: k.count, perGPU: k.perGPU, cpu: k.cpu, mem: k.mem}
-	if k.gang {
-		sz.replicas = k.replicas
-	}
-	k.count, k.perGPU, k.cpu, k.mem, k.replicas = 0, 0, 0, 0, 0
-	return k, sz
+	n, ok := s.failed[s.keyOf(cl)]
+	return ok && n == s.evictions
 }
 
 // evict frees a running workload's GPUs and quota (journaled).

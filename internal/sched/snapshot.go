@@ -169,11 +169,8 @@ type snapshot struct {
 
 	// failed remembers preemption searches that found nothing, with the
 	// eviction count at the time (see hopeless).
-	failed map[hopelessKey]int
-	// failedSizes are the sizes of failed searches per key without sizes
-	// (see hopeless).
-	failedSizes map[hopelessKey][]failedSize
-	evictions   int
+	failed    map[hopelessKey]int
+	evictions int
 
 	// placed counts the claims placed this cycle; repeats holds the last
 	// pending decision per repeatKey with the count it was made at.
