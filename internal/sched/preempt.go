@@ -416,6 +416,11 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 			why = fmt.Sprintf("reservation %s claimed by its owner %s", s.in.Reservations[cl.onRes].Name, s.tree.Tenants[cl.tenant].Name)
 		case v.class == vReclaim && s.overrunVictim(cl, v.run):
 			why = "ran past its expected runtime; a planned start needs its GPUs"
+			if r.tenant != cl.tenant {
+				// As a priority victim: it must not end the cycle within
+				// its guarantee, or it would reclaim its place back.
+				s.claimPrio = append(s.claimPrio, v.run)
+			}
 		case v.class != vPriority && cl.cover >= 0 && int(cl.cover) != cl.tenant:
 			why = fmt.Sprintf("tenant %s reclaims the guarantee of %s in %s that %s holds for its subtree, from borrower %s", s.tree.Tenants[cl.tenant].Name, cl.cand.model, cl.cand.region, s.tree.Tenants[cl.cover].Name, s.tree.Tenants[r.tenant].Name)
 		case v.class != vPriority:
