@@ -33,16 +33,36 @@ func FuzzParseStrategy(f *testing.F) {
 }
 
 func TestScenarioErrors(t *testing.T) {
+	// A value that does not decode hides nothing else, and is not
+	// reported again as missing.
 	_, err := ParseScenario("s.yaml", []byte("name: x\nduration: 5 minutes\ngenerators:\n  - {name: g, sizes: [], rate_per_hour: 0, runtime_min: 1m, runtime_max: 2m, flavors: [T4], regions: [eastus]}\n"))
-	for _, want := range []string{`s.yaml:2:11: duration: invalid duration "5 minutes"`} {
+	for _, want := range []string{`s.yaml:2:11: duration: invalid duration "5 minutes"`, "s.yaml:4:5: generators[0].sizes: list at least one size", "generators[0].rate_per_hour: give rate_per_hour > 0 or a count"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+	if err != nil && strings.Contains(err.Error(), "a scenario needs a duration") {
+		t.Errorf("the duration that did not decode is reported twice: %v", err)
 	}
 	_, err = ParseScenario("s.yaml", []byte("name: x\nduration: 1h\ngenerators:\n  - {name: g, sizes: [], rate_per_hour: 0, runtime_min: 1m, runtime_max: 2m, flavors: [T4], regions: [eastus]}\n"))
 	for _, want := range []string{"s.yaml:4:5: generators[0].sizes: list at least one size", "generators[0].rate_per_hour: give rate_per_hour > 0 or a count"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+// TestStrategyErrors: every problem of a strategy file in one error.
+func TestStrategyErrors(t *testing.T) {
+	_, err := ParseStrategy("st.yaml", []byte("description: no name\noptions:\n  reservation_honour_window: 1h\n  scorer: [x]\n  fair_share: {half_life: -1h}\n"))
+	want := []string{
+		"st.yaml:1:1: name: a strategy needs a name",
+		"st.yaml:3:3: options.reservation_honour_window: the honour window is the scenario's promise",
+		"st.yaml:4:11: options.scorer: want a string, got a list",
+	}
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
 		}
 	}
 }

@@ -163,11 +163,12 @@ func LoadScenario(path string) (*Scenario, error) {
 	return ParseScenario(name, data)
 }
 
-// ParseScenario decodes and checks a scenario.
+// ParseScenario decodes and checks a scenario, reporting every problem.
 func ParseScenario(file string, data []byte) (*Scenario, error) {
 	var s Scenario
-	if err := yamlfile.Decode(file, data, &s); err != nil {
-		return nil, err
+	decodeErr := yamlfile.Decode(file, data, &s)
+	if yamlfile.Stopped(decodeErr) {
+		return nil, decodeErr
 	}
 	var errs yamlfile.Errors
 	at := yamlfile.Pos{File: file, Line: 1, Col: 1}
@@ -252,7 +253,7 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	if v := s.Economics.InternalGPUHourUSD; !(v >= 0) || math.IsInf(v, 1) {
 		errs.Add(at, "economics.internal_gpu_hour_usd", "the internal price is USD per GPU-hour ≥ 0, such as 1.56")
 	}
-	if err := errs.Err(); err != nil {
+	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err
 	}
 	return &s, nil
