@@ -113,20 +113,21 @@ func Parse(file string, data []byte) (*Config, error) {
 	if yamlfile.Stopped(err) {
 		return nil, err
 	}
-	return resolve(file, f, err)
+	return ResolveDecoded(file, f, err)
 }
 
 // Resolve validates a decoded config and builds the fleet, tree and
 // workloads. Reservations without nodes are bound here, all or nothing.
-func Resolve(file string, f File) (*Config, error) { return resolve(file, f, nil) }
+func Resolve(file string, f File) (*Config, error) { return ResolveDecoded(file, f, nil) }
 
-// resolve is Resolve after decodeErr, the problems of decoding f (nil,
-// or a yamlfile.Errors of field problems): it goes on checking what did
-// decode and reports both. Node references, the fleet check of workloads
-// and the binding of reservations are checked only against a whole
-// fleet: with a node group left out they would fail for no fault of
-// their own.
-func resolve(file string, f File, decodeErr error) (*Config, error) {
+// ResolveDecoded is Resolve after decodeErr, the problems of decoding f
+// (nil, or a yamlfile.Errors of field problems that yamlfile.Stopped
+// accepts): it goes on checking what did decode and reports both, less
+// what only repeats a decode problem (yamlfile.Merge). Node references,
+// the fleet check of workloads and the binding of reservations are
+// checked only against a whole fleet: with a node group left out they
+// would fail for no fault of their own.
+func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 	var errs yamlfile.Errors
 	at := yamlfile.Pos{File: file, Line: 1, Col: 1}
 	add := func(err error) {

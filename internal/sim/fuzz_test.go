@@ -16,7 +16,42 @@ func FuzzParseScenario(f *testing.F) {
 		if err != nil && !strings.Contains(err.Error(), "fuzz.yaml") {
 			t.Fatalf("error without the file name: %v", err)
 		}
+		cerr := CheckScenario("fuzz.yaml", []byte(src))
+		if cerr != nil && !strings.Contains(cerr.Error(), "fuzz.yaml") {
+			t.Fatalf("check error without the file name: %v", cerr)
+		}
+		if err != nil && cerr == nil {
+			t.Fatalf("ParseScenario refuses what CheckScenario accepts: %v", err)
+		}
 	})
+}
+
+// TestCheckScenario: the world a scenario's runs start from is checked
+// with the rest, every problem once.
+func TestCheckScenario(t *testing.T) {
+	if err := CheckScenario("contention.yaml", ContentionYAML()); err != nil {
+		t.Fatalf("contention: %v", err)
+	}
+	src := "name: x\nduration: 1h\nfleet:\n  regions:\n    - name: eastus\n      zones:\n        - name: \"1\"\n          blocks:\n            - name: b1\n              nodes: [{sku: Standard_Nope, count: 1}]\n" +
+		"tenants:\n  - name: a\n    quota: [{flavor: T4, guaranteed: lots}]\n" +
+		"generators:\n  - {name: g, tenant: a, sizes: [], rate_per_hour: 1, runtime_min: 1m, runtime_max: 2m, flavors: [T4], regions: [eastus]}\n"
+	if _, err := ParseScenario("s.yaml", []byte(src)); err == nil || strings.Contains(err.Error(), "Standard_Nope") {
+		t.Errorf("ParseScenario: %v", err)
+	}
+	err := CheckScenario("s.yaml", []byte(src))
+	want := []string{
+		`s.yaml:10:23: fleet.regions[0].zones[0].blocks[0].nodes[0].sku: unknown SKU "Standard_Nope"`,
+		`s.yaml:13:38: tenants[0].quota[0].guaranteed: invalid GPU amount "lots"`,
+		`s.yaml:15:5: generators[0].sizes: list at least one size`,
+	}
+	if err == nil || strings.Count(err.Error(), "\n") != len(want)-1 {
+		t.Fatalf("CheckScenario = %v, want %d problems", err, len(want))
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
+		}
+	}
 }
 
 func FuzzParseStrategy(f *testing.F) {

@@ -432,6 +432,25 @@ func ParseDuration(s string) (time.Duration, error) {
 	return dur, nil
 }
 
+// Keys returns the keys a mapping decoded into v, a struct or a pointer
+// to one, may hold, in field order (inline structs' included). Tools that
+// tell files apart by their top-level keys use it.
+func Keys(v any) []string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	fields, _ := structFields(t)
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.name
+	}
+	return out
+}
+
 type fieldInfo struct {
 	index []int
 	name  string

@@ -83,6 +83,23 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+func TestKeys(t *testing.T) {
+	type withInline struct {
+		Pos   Pos
+		A     int   `yaml:"a"`
+		Inner inner `yaml:",inline"`
+		Skip  int   `yaml:"-"`
+		Plain int
+	}
+	got := strings.Join(Keys(&withInline{}), ",")
+	if want := "a,name,count,wait,plain"; got != want {
+		t.Errorf("Keys = %s, want %s", got, want)
+	}
+	if Keys(3) != nil {
+		t.Error("Keys of an int")
+	}
+}
+
 func TestStopped(t *testing.T) {
 	for _, tc := range []struct {
 		src  string
