@@ -73,6 +73,19 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// TestLoadReportsEverything: a value that does not decode does not hide
+// the problems of the other rules, and is not reported twice.
+func TestLoadReportsEverything(t *testing.T) {
+	src := "rules:\n  - name: a\n    metric: pending_gpus\n    aggregation: avg\n    window: 5 minutes\n    frequency: 1m\n    operator: \">\"\n" +
+		"  - name: b\n    metric: pending_gpu\n    aggregation: avg\n    window: 5m\n    frequency: 1m\n    operator: \">\"\n"
+	_, err := Load("alerts.yaml", []byte(src))
+	want := "alerts.yaml:5:13: rules[0].window: invalid duration \"5 minutes\": write a number with a unit, such as 30s, 5m, 2h or 7d\n" +
+		"alerts.yaml:8:5: rules[1].metric: unknown metric \"pending_gpu\""
+	if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Count(err.Error(), "\n") != 1 {
+		t.Errorf("Load = %v\nwant two problems:\n%s...", err, want)
+	}
+}
+
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(rulesYAML))
 	f.Add([]byte("rules: [{name: x, metric: preemptions, labels: {tenant: '*'}, aggregation: total, window: 1h, frequency: 5m, operator: '>', threshold: 3}]"))

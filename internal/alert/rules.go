@@ -135,15 +135,16 @@ func (r *Rule) Mitigates() bool { return r.AutoMitigate == nil || *r.AutoMitigat
 // On reports whether the rule is evaluated.
 func (r *Rule) On() bool { return r.Enabled == nil || *r.Enabled }
 
-// Load decodes and validates an alert rules file; problems carry
-// file:line:col and the field.
+// Load decodes and validates an alert rules file; every problem is
+// reported, with file:line:col and the field.
 func Load(file string, data []byte) (*File, error) {
 	var f File
-	if err := yamlfile.Decode(file, data, &f); err != nil {
+	err := yamlfile.Decode(file, data, &f)
+	if yamlfile.Stopped(err) {
 		return nil, err
 	}
-	if errs := f.validate(file); len(errs) > 0 {
-		return nil, errs.Err()
+	if err := yamlfile.Merge(err, f.validate(file)).Err(); err != nil {
+		return nil, err
 	}
 	return &f, nil
 }

@@ -112,26 +112,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-
-func newValidateCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate FILE...",
-		Short: "Check config files without running anything",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			failed := 0
-			for _, f := range args {
-				if _, err := config.Load(f); err != nil {
-					fmt.Fprintln(cmd.ErrOrStderr(), err)
-					failed++
-					continue
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", f)
-			}
-			if failed > 0 {
-				return fmt.Errorf("%d of %d files invalid", failed, len(args))
-			}
-			return nil
-		},
-	}
-}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -103,36 +104,57 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
-// Parse decodes and validates config data named file in messages.
+// Parse decodes and validates config data named file in messages. Every
+// problem of the file is reported, those of values that did not decode
+// and those of the rest, in one error.
 func Parse(file string, data []byte) (*Config, error) {
 	var f File
-	if err := yamlfile.Decode(file, data, &f); err != nil {
+	err := yamlfile.Decode(file, data, &f)
+	if yamlfile.Stopped(err) {
 		return nil, err
 	}
-	return Resolve(file, f)
+	return ResolveDecoded(file, f, err)
 }
 
 // Resolve validates a decoded config and builds the fleet, tree and
 // workloads. Reservations without nodes are bound here, all or nothing.
-func Resolve(file string, f File) (*Config, error) {
+func Resolve(file string, f File) (*Config, error) { return ResolveDecoded(file, f, nil) }
+
+// ResolveDecoded is Resolve after decodeErr, the problems of decoding f
+// (nil, or a yamlfile.Errors of field problems that yamlfile.Stopped
+// accepts): it goes on checking what did decode and reports both, less
+// what only repeats a decode problem (yamlfile.Merge). Node references,
+// the fleet check of workloads and the binding of reservations are
+// checked only against a whole fleet: with a node group left out they
+// would fail for no fault of their own.
+func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 	var errs yamlfile.Errors
 	at := yamlfile.Pos{File: file, Line: 1, Col: 1}
+	add := func(err error) {
+		var es yamlfile.Errors
+		if errors.As(err, &es) {
+			errs = append(errs, es...)
+		} else if err != nil {
+			errs.Add(at, "", "%v", err)
+		}
+	}
+	whole := !decodedUnder(decodeErr, "catalog", "fleet")
 	cat := fleet.Builtin()
 	if f.Catalog != nil {
 		if err := cat.Merge(f.Catalog); err != nil {
-			return nil, err
+			add(err)
+			whole = false
 		}
 	}
 	checkNames(&f, &errs)
-	fl, err := fleet.Build(f.Fleet, cat)
+	fl, err := fleet.BuildPartial(f.Fleet, cat)
 	if err != nil {
-		return nil, errors.Join(errs.Err(), err)
+		add(err)
+		whole = false
 	}
 	checkNodeIDs(&f, fl, &errs)
-	tree, err := tenancy.NewTree(f.Tenants)
-	if err != nil {
-		return nil, errors.Join(errs.Err(), err)
-	}
+	tree, err := tenancy.NewTreePartial(f.Tenants)
+	add(err)
 	if f.Now.IsZero() {
 		f.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
@@ -169,7 +191,7 @@ func Resolve(file string, f File) (*Config, error) {
 		var ids []fleet.NodeID
 		for _, b := range p.Blocks {
 			nodes := fl.BlockNodes(b)
-			if len(nodes) == 0 {
+			if len(nodes) == 0 && whole {
 				errs.Add(p.Pos, pf+".blocks", "unknown block %q", b)
 			}
 			for _, n := range nodes {
@@ -177,7 +199,7 @@ func Resolve(file string, f File) (*Config, error) {
 			}
 		}
 		for _, id := range p.Nodes {
-			if _, ok := fl.Node(id); !ok {
+			if _, ok := fl.Node(id); !ok && whole {
 				errs.Add(p.Pos, pf+".nodes", "unknown node %q", id)
 			}
 			ids = append(ids, id)
@@ -212,8 +234,10 @@ func Resolve(file string, f File) (*Config, error) {
 				errs.Add(w.Pos, wf+".priority", "%v (see the tenant's allowed_priorities)", err)
 			}
 		}
-		for _, p := range workload.CheckFleet(&w.Spec, cat, shape) {
-			errs.Add(w.Pos, wf+"."+p.Field, "%s", p.Msg)
+		if whole {
+			for _, p := range workload.CheckFleet(&w.Spec, cat, shape) {
+				errs.Add(w.Pos, wf+"."+p.Field, "%s", p.Msg)
+			}
 		}
 		if w.Reservation != "" && !hasReservation(f.Reservations, w.Reservation) {
 			errs.Add(w.Pos, wf+".reservation", "unknown reservation %q", w.Reservation)
@@ -237,7 +261,7 @@ func Resolve(file string, f File) (*Config, error) {
 				if len(rep.GPUs) != want {
 					errs.Add(w.Pos, fmt.Sprintf("%s.running.replicas[%d].gpus", wf, ri), "%d GPU indices, the spec needs %d", len(rep.GPUs), want)
 				}
-				if n, ok := fl.Node(rep.Node); ok && (n.Model != r.Flavor || n.Region != r.Region) {
+				if n, ok := fl.Node(rep.Node); ok && whole && (n.Model != r.Flavor || n.Region != r.Region) {
 					errs.Add(w.Pos, fmt.Sprintf("%s.running.replicas[%d].node", wf, ri), "node %s is %s in %s, not %s in %s", n.ID, n.Model, n.Region, r.Flavor, r.Region)
 				}
 			}
@@ -248,8 +272,8 @@ func Resolve(file string, f File) (*Config, error) {
 		errs.Add(at, "limits", "%v", err)
 	}
 	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning, FairShare: fairShare}
-	c.bindReservations(&errs)
-	if err := errs.Err(); err != nil {
+	c.bindReservations(&errs, whole)
+	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err
 	}
 	in := c.Input()
@@ -257,6 +281,23 @@ func Resolve(file string, f File) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return c, nil
+}
+
+// decodedUnder reports whether decodeErr has a problem in one of the
+// given top-level sections.
+func decodedUnder(decodeErr error, sections ...string) bool {
+	var es yamlfile.Errors
+	if !errors.As(decodeErr, &es) {
+		return false
+	}
+	for _, e := range es {
+		for _, s := range sections {
+			if rest, ok := strings.CutPrefix(e.Field, s); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func hasReservation(rs []tenancy.Reservation, name string) bool {
@@ -281,8 +322,9 @@ func validScorer(name string) bool {
 // whose window opens within tenancy.BindLead of now (all when now is
 // unset); the others keep only their place in the capacity calendar
 // (tenancy.CheckCalendar), as on a server. A machine is taken for a
-// reservation when another one overlapping it in time holds it.
-func (c *Config) bindReservations(errs *yamlfile.Errors) {
+// reservation when another one overlapping it in time holds it. Without
+// a whole fleet it checks the reservations' own fields only.
+func (c *Config) bindReservations(errs *yamlfile.Errors, whole bool) {
 	f := &c.File
 	taken := map[fleet.NodeID][]int{} // the reservations holding each node
 	partitioned := map[fleet.NodeID]bool{}
@@ -333,6 +375,9 @@ func (c *Config) bindReservations(errs *yamlfile.Errors) {
 		}
 		if !r.End.IsZero() && !r.End.After(r.Start) {
 			errs.Add(r.Pos, rf+".end", "end must be after start")
+		}
+		if !whole {
+			continue
 		}
 		if len(r.Nodes) > 0 {
 			if len(r.Nodes) != r.Count {

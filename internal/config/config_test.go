@@ -43,20 +43,11 @@ workloads:
     regions: [eastus]
     priority: urgent
 `
+	// The value that does not decode and the problems of the rest, all in
+	// one run.
 	_, err := Parse("bad.yaml", []byte(src))
-	if err == nil {
-		t.Fatal("no error")
-	}
 	for _, want := range []string{
 		`bad.yaml:21:15: workloads[0].priority: unknown priority class "urgent"`,
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q:\n%v", want, err)
-		}
-	}
-	// Fix the syntax-level problem; the semantic ones are all reported.
-	_, err = Parse("bad.yaml", []byte(strings.Replace(src, "urgent", "high", 1)))
-	for _, want := range []string{
 		`bad.yaml:11:13: tenants[0].quota[0].region: region "westus9" is not in the fleet`,
 		`bad.yaml:13:5: reservations[0].owner: unknown tenant "nobody"`,
 		`bad.yaml:13:5: reservations[0]: tenancy: insufficient capacity for reservation "r1": 3 × Standard_ND96isr_H100_v5 wanted in eastus, 2 available`,
@@ -65,6 +56,66 @@ workloads:
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestEveryProblemInOneRun: problems in the fleet, the tenants, the
+// workloads and values that do not decode are reported together, each
+// once; with the fleet incomplete, nothing is reported about the nodes it
+// lacks.
+func TestEveryProblemInOneRun(t *testing.T) {
+	src := `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 2}]
+            - name: b2
+              nodes: [{sku: Standard_NoSuchSKU, count: 2}]
+            - name: b3
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: two}]
+tenants:
+  - name: a
+    parent: nobody
+  - name: b
+    qouta: [{flavor: H100-80G, guaranteed: 8}]
+partitions:
+  - {name: p, tenant: a, blocks: [b2]}
+workloads:
+  - name: w1
+    tenant: a
+    gpus: 8
+    flavors: [H100-80G]
+    regions: [eastus]
+    expected_runtime: 5 minutes
+  - name: w1
+    tenant: a
+    gpus: 8
+    flavors: [H100-80G]
+    regions: [eastus]
+`
+	_, err := Parse("bad.yaml", []byte(src))
+	want := []string{
+		`bad.yaml:10:23: fleet.regions[0].zones[0].blocks[1].nodes[0].sku: unknown SKU "Standard_NoSuchSKU"`,
+		`bad.yaml:12:62: fleet.regions[0].zones[0].blocks[2].nodes[0].count: want a whole number, got "two"`,
+		`bad.yaml:14:5: tenants[0].parent: unknown parent tenant "nobody"`,
+		`bad.yaml:17:5: tenants[1].qouta: unknown field (did you mean "quota"?)`,
+		`bad.yaml:26:23: workloads[0].expected_runtime: invalid duration "5 minutes"`,
+		`bad.yaml:27:5: workloads[1].name: workload "w1" defined twice`,
+	}
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Errorf("%d problems, want %d:\n%v", len(lines), len(want), err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
 		}
 	}
 }

@@ -80,6 +80,18 @@ const MaxNodes = 1_000_000
 
 // Build expands a fleet spec against a catalog, reporting every problem.
 func Build(spec Spec, cat *Catalog) (*Fleet, error) {
+	f, err := BuildPartial(spec, cat)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// BuildPartial is Build that, when there are problems, also returns the
+// fleet of the node groups that had none, so that a config's checks can
+// go on and report every problem of the file in one run. Such a fleet is
+// for those checks only, never for scheduling.
+func BuildPartial(spec Spec, cat *Catalog) (*Fleet, error) {
 	var errs yamlfile.Errors
 	f := &Fleet{Catalog: cat, byID: map[NodeID]*Node{}, byBlock: map[BlockID][]*Node{}}
 	regions := map[string]bool{}
@@ -118,7 +130,7 @@ func Build(spec Spec, cat *Catalog) (*Fleet, error) {
 					}
 					if len(f.Nodes)+g.Count > MaxNodes {
 						errs.Add(g.Pos, gf+".count", "fleet larger than %d nodes", MaxNodes)
-						return nil, errs.Err()
+						return f, errs.Err()
 					}
 					for i := 0; i < g.Count; i++ {
 						n := &Node{
@@ -138,10 +150,7 @@ func Build(spec Spec, cat *Catalog) (*Fleet, error) {
 			}
 		}
 	}
-	if err := errs.Err(); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return f, errs.Err()
 }
 
 // FromNodes builds a fleet from explicit nodes (traces, tests, the server's

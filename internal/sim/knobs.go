@@ -105,8 +105,9 @@ func (k *Knob) Candidates() []string {
 // with its line and field.
 func ParseKnobs(file string, data []byte) (*KnobsFile, error) {
 	var kf KnobsFile
-	if err := yamlfile.Decode(file, data, &kf); err != nil {
-		return nil, err
+	decodeErr := yamlfile.Decode(file, data, &kf)
+	if yamlfile.Stopped(decodeErr) {
+		return nil, decodeErr
 	}
 	var errs yamlfile.Errors
 	fail := func(p yamlfile.Pos, field, format string, args ...any) {
@@ -208,16 +209,15 @@ func ParseKnobs(file string, data []byte) (*KnobsFile, error) {
 				fail(k.Pos, field+".path", "knob %q is declared twice", k.Path)
 			}
 		}
-		if len(errs) == 0 {
+		if len(errs) == 0 && decodeErr == nil {
 			grid *= len(k.Candidates())
 			if kf.Search == "grid" && grid > maxGridSettings {
 				fail(k.Pos, field, "the grid passes %d settings: use fewer values or search: coordinate", maxGridSettings)
 			}
 		}
 	}
-	if len(errs) > 0 {
-		errs.Sort()
-		return nil, errs
+	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
+		return nil, err
 	}
 	return &kf, nil
 }

@@ -42,7 +42,10 @@ type policyRun struct {
 // Firing is one entry of a run's policy log, with what it did.
 type Firing struct {
 	policy.Firing
-	Effect string `json:"effect"`
+	// Effect says what the firing rule's actions changed when it fired
+	// (the caps they put on its targets); Caps are those caps.
+	Effect string        `json:"effect"`
+	Caps   []effects.Cap `json:"-"`
 	// WorstP99 and SLO are the worst service's p99 and its SLO when the
 	// rule changed state; Recovered is how long after a firing every
 	// service's p99 was back under its SLO (-1 if it never was in the run,
@@ -234,13 +237,19 @@ func (s *Sim) stepPolicy() {
 	eff := p.rt.Compute(world, active)
 	for _, f := range step.Firings {
 		effect := ""
+		var caps []effects.Cap
 		if f.Event == policy.EventFired {
+			// The rule's own caps: another rule's, in force at the time,
+			// are that rule's effect.
 			for _, c := range eff.Limits {
-				effect += c.Why + "; "
+				if c.Hold.Policy == p.name && c.Hold.Rule == f.Rule {
+					effect += c.Why + "; "
+					caps = append(caps, c)
+				}
 			}
 		}
 		worst, slo := s.worstP99()
-		fr := Firing{Firing: f, Effect: effect, WorstP99: worst, SLO: slo}
+		fr := Firing{Firing: f, Effect: effect, Caps: caps, WorstP99: worst, SLO: slo}
 		if f.Event == policy.EventFired && worst > slo {
 			fr.Recovered = -1
 			p.recovering = append(p.recovering, len(p.firing))

@@ -71,9 +71,18 @@ func TestOperatorsRulesInContention(t *testing.T) {
 		if f.Event != policy.EventFired {
 			continue
 		}
+		// A firing's effect is its own rule's (reallocate puts no cap).
+		for _, c := range f.Caps {
+			if c.Hold.Rule != f.Rule {
+				t.Errorf("%v: %s fired with the effect of rule %s: %s", f.Time, f.Rule, c.Hold.Rule, f.Effect)
+			}
+		}
 		switch f.Rule {
 		case "customer_sla_protection":
 			sla++
+			if f.Effect != "" {
+				t.Errorf("%v: customer_sla_protection (a priority) with the effect %s", f.Time, f.Effect)
+			}
 			v := f.Values[0]
 			if v.Metric != policy.MetricP95Latency || v.Value <= 0.150 || v.Held < 5*time.Minute {
 				t.Errorf("customer_sla_protection fired on %v", f.Values)
@@ -93,6 +102,9 @@ func TestOperatorsRulesInContention(t *testing.T) {
 				t.Errorf("ai_training_priority fired on %v", f.Values)
 			}
 			t.Logf("%v: utilization %.1f%%: %s", f.Time, v.Value*100, f.Effect)
+			if len(f.Caps) != 1 || f.Caps[0].Target.Name != "developer_instances" {
+				t.Errorf("%v: ai_training_priority fired with caps %+v, want one on developer_instances", f.Time, f.Caps)
+			}
 		}
 	}
 	if sla == 0 || training == 0 {

@@ -2,11 +2,14 @@ package sim
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
-	"github.com/arbiterhq/arbiter/internal/config"
 	"math"
 	"os"
+	"strings"
 	"time"
+
+	"github.com/arbiterhq/arbiter/internal/config"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -163,11 +166,51 @@ func LoadScenario(path string) (*Scenario, error) {
 	return ParseScenario(name, data)
 }
 
-// ParseScenario decodes and checks a scenario.
+// ParseScenario decodes and checks a scenario, reporting every problem.
 func ParseScenario(file string, data []byte) (*Scenario, error) {
-	var s Scenario
-	if err := yamlfile.Decode(file, data, &s); err != nil {
+	s, decodeErr, errs := decodeScenario(file, data)
+	if s == nil {
+		return nil, decodeErr
+	}
+	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err
+	}
+	return s, nil
+}
+
+// CheckScenario is ParseScenario for `arbiter validate`: it also checks
+// the world every strategy starts from (the catalog, fleet, tenants and
+// reservations, as a config), which a run checks when it starts. A
+// scenario that replays a trace is checked without it, as the trace's
+// machines join the fleet.
+func CheckScenario(file string, data []byte) error {
+	s, decodeErr, errs := decodeScenario(file, data)
+	if s == nil {
+		return decodeErr
+	}
+	errs = yamlfile.Merge(decodeErr, errs)
+	if s.Trace == nil {
+		f := config.File{Now: s.Start, Catalog: s.Catalog, Fleet: s.Fleet, Tenants: s.Tenants, Reservations: s.Reservations}
+		if _, err := config.ResolveDecoded(file, f, decodeErr); err != nil {
+			var world yamlfile.Errors
+			if !errors.As(err, &world) {
+				world = yamlfile.Errors{{Pos: yamlfile.Pos{File: file, Line: 1, Col: 1}, Msg: strings.TrimPrefix(err.Error(), file+": ")}}
+			}
+			// Those the decode already reported are in both lists.
+			errs = yamlfile.Merge(errs, world)
+		}
+	}
+	return errs.Err()
+}
+
+// decodeScenario decodes and checks a scenario; s is nil when nothing
+// decoded (decodeErr says why). decodeErr and errs are the problems of
+// the decoding and of the checks.
+func decodeScenario(file string, data []byte) (_ *Scenario, decodeErr error, _ yamlfile.Errors) {
+	var s Scenario
+	decodeErr = yamlfile.Decode(file, data, &s)
+	if yamlfile.Stopped(decodeErr) {
+		return nil, decodeErr, nil
 	}
 	var errs yamlfile.Errors
 	at := yamlfile.Pos{File: file, Line: 1, Col: 1}
@@ -252,10 +295,7 @@ func ParseScenario(file string, data []byte) (*Scenario, error) {
 	if v := s.Economics.InternalGPUHourUSD; !(v >= 0) || math.IsInf(v, 1) {
 		errs.Add(at, "economics.internal_gpu_hour_usd", "the internal price is USD per GPU-hour ≥ 0, such as 1.56")
 	}
-	if err := errs.Err(); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return &s, decodeErr, errs
 }
 
 // Scale returns a copy of the scenario with f times the machines in every

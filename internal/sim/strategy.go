@@ -50,22 +50,23 @@ type ClassOverride struct {
 	Flavors []fleet.ModelID `yaml:"flavors"`
 }
 
-// ParseStrategy decodes a strategy file.
+// ParseStrategy decodes a strategy file, reporting every problem.
 func ParseStrategy(file string, data []byte) (*Strategy, error) {
 	var st Strategy
-	if err := yamlfile.Decode(file, data, &st); err != nil {
-		return nil, err
-	}
-	if st.Name == "" {
-		return nil, yamlfile.Errors{{Pos: yamlfile.Pos{File: file, Line: 1, Col: 1}, Field: "name", Msg: "a strategy needs a name"}}
-	}
-	if st.Options.HonourWindow != 0 {
-		return nil, yamlfile.Errors{{Pos: st.Options.Pos, Field: "options.reservation_honour_window",
-			Msg: "the honour window is the scenario's promise to reservation owners, not a strategy's choice: set it in the scenario"}}
+	decodeErr := yamlfile.Decode(file, data, &st)
+	if yamlfile.Stopped(decodeErr) {
+		return nil, decodeErr
 	}
 	var errs yamlfile.Errors
+	if st.Name == "" {
+		errs.Add(yamlfile.Pos{File: file, Line: 1, Col: 1}, "name", "a strategy needs a name")
+	}
+	if st.Options.HonourWindow != 0 {
+		errs.Add(st.Options.Pos, "options.reservation_honour_window",
+			"the honour window is the scenario's promise to reservation owners, not a strategy's choice: set it in the scenario")
+	}
 	st.fairShare = st.Options.FairShare.Resolve("options.fair_share", st.Options.Pos, &errs)
-	if err := errs.Err(); err != nil {
+	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err
 	}
 	return &st, nil

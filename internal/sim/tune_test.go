@@ -41,6 +41,8 @@ func TestParseKnobsErrors(t *testing.T) {
 		{"bad search", "strategy: s\nsearch: random\nobjective: [{metric: gpu_utilization}]\nknobs: [{path: a, values: [1]}]\n", `search: "random": use grid or coordinate`},
 		{"constraint", "strategy: s\nobjective: [{metric: gpu_utilization}]\nconstraints:\n  - {metric: preemptions}\nknobs: [{path: a, values: [1]}]\n", "k.yaml:4:5: constraints[0]: give min, max or both"},
 		{"unknown field", head + "  - {path: a, valeus: [1]}\n", "valeus"},
+		{"after a decode error", "strategy: s\nobjective:\n  - {metric: cost_usd, goal: minimize, weight: heavy}\nknobs: [{path: a, values: [1]}, {path: a, values: [2]}]\n",
+			"k.yaml:3:48: objective[0].weight: want a number, got \"heavy\"\nk.yaml:4:33: knobs[1].path: knob \"a\" is declared twice"},
 	} {
 		_, err := ParseKnobs("k.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -153,6 +153,19 @@ type Tree struct {
 
 // NewTree resolves tenant specs into a tree, reporting every problem.
 func NewTree(specs []TenantSpec) (*Tree, error) {
+	t, err := NewTreePartial(specs)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// NewTreePartial is NewTree that, when there are problems, also returns
+// the tree of the tenants it could resolve (a tenant without a name or
+// defined twice is left out, a cycle is cut), so that a config's checks
+// can go on and report every problem of the file in one run. Such a tree
+// is for those checks only, never for scheduling.
+func NewTreePartial(specs []TenantSpec) (*Tree, error) {
 	var errs yamlfile.Errors
 	t := &Tree{byName: map[string]int{}}
 	var own [][]workload.Priority // per tenant, its own list
@@ -272,10 +285,7 @@ func NewTree(specs []TenantSpec) (*Tree, error) {
 			ten.Allowed &= NarrowedBy(own[a])
 		}
 	}
-	if err := errs.Err(); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return t, errs.Err()
 }
 
 // Lookup returns the index of the named tenant.

@@ -14,7 +14,19 @@
 //   - time.Time accepts RFC 3339 ("2026-01-02T15:04:05Z").
 //
 // Decoding never stops at the first problem: all problems are returned as an
-// Errors value (sorted by position).
+// Errors value (sorted by position), and the value holds everything that
+// did decode. A parser that checks the decoded value further goes on after
+// a decode error unless Stopped says nothing was decoded, and reports both
+// lists with Merge, so that one run shows every problem of a file:
+//
+//	err := yamlfile.Decode(file, data, &f)
+//	if yamlfile.Stopped(err) {
+//		return nil, err
+//	}
+//	errs := check(&f) // a yamlfile.Errors
+//	if err := yamlfile.Merge(err, errs).Err(); err != nil {
+//		return nil, err
+//	}
 package yamlfile
 
 import (
@@ -51,6 +63,10 @@ type Error struct {
 	Pos   Pos
 	Field string // dotted field path, e.g. "tenants[2].quota.A100-80G.limit"
 	Msg   string
+
+	// meant is, for an unknown key close to a known one, the field path
+	// of the known one (see Merge).
+	meant string
 }
 
 func (e *Error) Error() string {
@@ -100,6 +116,72 @@ func (es Errors) Err() error {
 	}
 	es.Sort()
 	return es
+}
+
+// Stopped reports whether err, returned by Decode, left nothing worth
+// checking: a YAML syntax error, a document that is not a mapping, or an
+// error that is not a list of problems. After any other decode error (nil
+// included) the value holds everything that decoded, and checks may go on.
+func Stopped(err error) bool {
+	if err == nil {
+		return false
+	}
+	var es Errors
+	if !errors.As(err, &es) {
+		return true
+	}
+	for _, e := range es {
+		if e.Field == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Merge returns the problems of decodeErr (from Decode) followed by those
+// of checks, less every check at or under a field that Decode already
+// reported, or that an unknown key reported there was probably meant to be
+// (its "did you mean"): a value that did not decode, or was written under
+// a misspelt key, is not reported again as missing or out of range. With a
+// nil decodeErr it returns checks. Call Err on the result.
+func Merge(decodeErr error, checks Errors) Errors {
+	var decoded Errors
+	if decodeErr != nil && !errors.As(decodeErr, &decoded) {
+		decoded = Errors{{Msg: decodeErr.Error()}}
+	}
+	if len(decoded) == 0 {
+		return checks
+	}
+	out := append(Errors(nil), decoded...)
+	for _, c := range checks {
+		if !covered(decoded, c.Field) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// covered reports whether field is at or under a field of es, or of what
+// an unknown key in es was meant to be.
+func covered(es Errors, field string) bool {
+	if field == "" {
+		return false
+	}
+	for _, e := range es {
+		if under(field, e.Field) || under(field, e.meant) {
+			return true
+		}
+	}
+	return false
+}
+
+// under reports whether field is parent or inside it.
+func under(field, parent string) bool {
+	if parent == "" {
+		return false
+	}
+	rest, ok := strings.CutPrefix(field, parent)
+	return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
 }
 
 // Unmarshaler is implemented by types that parse their own YAML scalar (units
@@ -350,6 +432,25 @@ func ParseDuration(s string) (time.Duration, error) {
 	return dur, nil
 }
 
+// Keys returns the keys a mapping decoded into v, a struct or a pointer
+// to one, may hold, in field order (inline structs' included). Tools that
+// tell files apart by their top-level keys use it.
+func Keys(v any) []string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	fields, _ := structFields(t)
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.name
+	}
+	return out
+}
+
 type fieldInfo struct {
 	index []int
 	name  string
@@ -422,6 +523,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 				names[j] = fi.name
 			}
 			d.fail(k, join(path, k.Value), "unknown field%s (known: %s)", suggest(k.Value, names), strings.Join(names, ", "))
+			if c := closest(k.Value, names); c != "" && !present(n, c) {
+				d.errs[len(d.errs)-1].meant = join(path, c)
+			}
 			continue
 		}
 		d.decode(val, v.FieldByIndex(f.index), join(path, k.Value))
@@ -470,6 +574,26 @@ func suggest(s string, known []string) string { return DidYouMean(s, known) }
 // within two edits of s (ignoring case), else "". Messages that reject a
 // name use it to say what to write instead.
 func DidYouMean(s string, known []string) string {
+	best := closest(s, known)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// present reports whether mapping n has the key name.
+func present(n *yaml.Node, name string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == name {
+			return true
+		}
+	}
+	return false
+}
+
+// closest returns the known name within two edits of s (ignoring case),
+// or "".
+func closest(s string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
 		if k == "" {
@@ -479,10 +603,7 @@ func DidYouMean(s string, known []string) string {
 			best, bestD = k, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return best
 }
 
 func editDistance(a, b string) int {

@@ -82,3 +82,75 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestKeys(t *testing.T) {
+	type withInline struct {
+		Pos   Pos
+		A     int   `yaml:"a"`
+		Inner inner `yaml:",inline"`
+		Skip  int   `yaml:"-"`
+		Plain int
+	}
+	got := strings.Join(Keys(&withInline{}), ",")
+	if want := "a,name,count,wait,plain"; got != want {
+		t.Errorf("Keys = %s, want %s", got, want)
+	}
+	if Keys(3) != nil {
+		t.Error("Keys of an int")
+	}
+}
+
+func TestStopped(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want bool
+	}{
+		{"items: [\n", true},              // syntax
+		{"- a\n- b\n", true},              // not a mapping
+		{"items:\n  - nme: a\n", false},   // a field problem: the rest decoded
+		{"items:\n  - count: x\n", false}, // idem
+		{"flag: true\n", false},           // no problem
+	} {
+		var o outer
+		err := Decode("f.yaml", []byte(tc.src), &o)
+		if got := Stopped(err); got != tc.want {
+			t.Errorf("Stopped(Decode(%q) = %v) = %v, want %v", tc.src, err, got, tc.want)
+		}
+	}
+}
+
+func TestMerge(t *testing.T) {
+	var o outer
+	err := Decode("f.yaml", []byte("items:\n  - nme: a\n  - count: x\n  - name: b\n    cuont: 2\n    count: 3\nratio: [1]\n"), &o)
+	at := Pos{File: "f.yaml", Line: 1, Col: 1}
+	checks := Errors{
+		{Pos: at, Field: "items[0].name", Msg: "a name is required"},        // meant by nme: dropped
+		{Pos: at, Field: "items[1].count", Msg: "count must be at least 1"}, // did not decode: dropped
+		{Pos: at, Field: "items[1]", Msg: "the item as a whole"},            // above, not under: kept
+		{Pos: at, Field: "items[2].count", Msg: "count is odd"},             // cuont, but count is there too: kept
+		{Pos: at, Field: "ratio", Msg: "ratio is required"},                 // did not decode: dropped
+		{Pos: at, Field: "ratios", Msg: "a field of another name"},          // kept
+		{Pos: at, Field: "", Msg: "the file"},                               // kept
+	}
+	got := Merge(err, checks)
+	var msgs []string
+	for _, e := range got {
+		msgs = append(msgs, e.Field+": "+e.Msg)
+	}
+	want := []string{
+		`items[0].nme: unknown field (did you mean "name"?) (known: name, count, wait)`,
+		`items[1].count: want a whole number, got "x"`,
+		`items[2].cuont: unknown field (did you mean "count"?) (known: name, count, wait)`,
+		`ratio: want a number, got a list`,
+		"items[1]: the item as a whole",
+		"items[2].count: count is odd",
+		"ratios: a field of another name",
+		": the file",
+	}
+	if strings.Join(msgs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Merge:\n%s\nwant:\n%s", strings.Join(msgs, "\n"), strings.Join(want, "\n"))
+	}
+	if got := Merge(nil, checks); len(got) != len(checks) {
+		t.Errorf("Merge(nil, checks) has %d problems, want %d", len(got), len(checks))
+	}
+}
