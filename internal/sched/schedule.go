@@ -264,7 +264,9 @@ func (s *snapshot) order() []*workload.Workload {
 			lastTenant = w.Tenant
 			lastT, lastOK = s.tree.Lookup(w.Tenant)
 		}
-		if t, ok := lastT, lastOK; ok && len(w.Flavors) > 0 && len(w.Regions) > 0 {
+		// A tenant without quota entries has no share to read (and its
+		// workloads' lists stay out of the cache).
+		if t, ok := lastT, lastOK; ok && (len(s.tree.Tenants[t].Quotas) > 0 || levels != nil) && len(w.Flavors) > 0 && len(w.Regions) > 0 {
 			if q, idx, ok := s.tree.Entry(t, w.Flavors[0], w.Regions[0]); ok {
 				it.share = tenancy.OrderShare(float64(s.usage[t][idx]), q)
 				if s.decayed != nil {
