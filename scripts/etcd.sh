@@ -19,6 +19,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 src="$root/tools/etcd"
 
 die() { echo "etcd.sh: $*" >&2; exit 1; }
+# shellcheck source=lib/cached-build.sh
+. "$root/scripts/lib/cached-build.sh"
 
 # etcd_version prints the etcd server version pinned in tools/etcd/go.mod.
 etcd_version() {
@@ -33,32 +35,12 @@ stamp() {
 	{ cat "$src/go.mod" "$src/go.sum" "$src"/*.go; go version; } | sha256sum | cut -d' ' -f1
 }
 
+build_etcd() {
+	(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" go build -trimpath -o "$1" .)
+}
+
 cmd_build() {
-	command -v go >/dev/null || die "go is not installed (see the README's set-up)"
-	local cache dir bin want lock
-	cache="${ARBITER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/arbiter}"
-	dir="$cache/etcd-$(etcd_version)"
-	bin="$dir/etcd"
-	want="$(stamp)"
-	if [[ -x "$bin" && "$(cat "$dir/stamp" 2>/dev/null)" == "$want" ]]; then
-		echo "$bin"
-		return
-	fi
-	mkdir -p "$dir"
-	lock="$dir/.lock"
-	exec 9>"$lock"
-	flock 9
-	# Another caller may have built it while this one waited for the lock.
-	if [[ ! -x "$bin" || "$(cat "$dir/stamp" 2>/dev/null)" != "$want" ]]; then
-		echo "etcd.sh: building etcd $(etcd_version) into $bin (once; takes minutes)" >&2
-		local tmp="$dir/etcd.tmp.$$"
-		(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
-			go build -trimpath -o "$tmp" .) >&2 || { rm -f "$tmp"; die "building etcd failed"; }
-		mv -f "$tmp" "$bin"
-		echo "$want" >"$dir/stamp"
-	fi
-	exec 9>&-
-	echo "$bin"
+	cached_build etcd "$(etcd_version)" "$(stamp)" build_etcd
 }
 
 # listening_ports prints the local TCP ports something listens on, in decimal.

@@ -16,6 +16,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 src="$root/tools/kube-apiserver"
 
 die() { echo "kube.sh: $*" >&2; exit 1; }
+# shellcheck source=lib/cached-build.sh
+. "$root/scripts/lib/cached-build.sh"
 
 # kube_version prints the Kubernetes version pinned in tools/kube-apiserver/go.mod.
 kube_version() {
@@ -38,34 +40,15 @@ stamp() {
 	{ cat "$src/go.mod" "$src/go.sum" "$src"/*.go; go version; ldflags "$(kube_version)"; } | sha256sum | cut -d' ' -f1
 }
 
-cmd_build() {
-	command -v go >/dev/null || die "go is not installed (see the README's set-up)"
-	local cache dir bin want lock version
+build_kube_apiserver() {
+	local version
 	version="$(kube_version)"
-	cache="${ARBITER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/arbiter}"
-	dir="$cache/kube-apiserver-$version"
-	bin="$dir/kube-apiserver"
-	want="$(stamp)"
-	if [[ -x "$bin" && "$(cat "$dir/stamp" 2>/dev/null)" == "$want" ]]; then
-		echo "$bin"
-		return
-	fi
-	mkdir -p "$dir"
-	lock="$dir/.lock"
-	exec 9>"$lock"
-	flock 9
-	# Another caller may have built it while this one waited for the lock.
-	if [[ ! -x "$bin" || "$(cat "$dir/stamp" 2>/dev/null)" != "$want" ]]; then
-		echo "kube.sh: building kube-apiserver $version into $bin (once; takes minutes)" >&2
-		local tmp="$dir/kube-apiserver.tmp.$$" start=$SECONDS
-		(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
-			go build -trimpath -ldflags "$(ldflags "$version")" -o "$tmp" .) >&2 || { rm -f "$tmp"; die "building kube-apiserver failed"; }
-		mv -f "$tmp" "$bin"
-		echo "$want" >"$dir/stamp"
-		echo "kube.sh: built kube-apiserver $version in $((SECONDS - start)) s" >&2
-	fi
-	exec 9>&-
-	echo "$bin"
+	(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
+		go build -trimpath -ldflags "$(ldflags "$version")" -o "$1" .)
+}
+
+cmd_build() {
+	cached_build kube-apiserver "$(kube_version)" "$(stamp)" build_kube_apiserver
 }
 
 case "${1:-}" in

@@ -20,6 +20,8 @@ src="$root/tools/promtool"
 tags=remove_all_sd
 
 die() { echo "promtool.sh: $*" >&2; exit 1; }
+# shellcheck source=lib/cached-build.sh
+. "$root/scripts/lib/cached-build.sh"
 
 # prom_version prints the Prometheus module version pinned in tools/promtool/go.mod.
 prom_version() {
@@ -34,35 +36,13 @@ stamp() {
 	{ cat "$src/go.mod" "$src/go.sum"; echo "$tags"; go version; } | sha256sum | cut -d' ' -f1
 }
 
+build_promtool() {
+	(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
+		go build -trimpath -tags "$tags" -o "$1" github.com/prometheus/prometheus/cmd/promtool)
+}
+
 cmd_build() {
-	command -v go >/dev/null || die "go is not installed (see the README's set-up)"
-	local cache dir bin want lock version
-	version="$(prom_version)"
-	cache="${ARBITER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/arbiter}"
-	dir="$cache/promtool-$version"
-	bin="$dir/promtool"
-	want="$(stamp)"
-	if [[ -x "$bin" && "$(cat "$dir/stamp" 2>/dev/null)" == "$want" ]]; then
-		echo "$bin"
-		return
-	fi
-	mkdir -p "$dir"
-	lock="$dir/.lock"
-	exec 9>"$lock"
-	flock 9
-	# Another caller may have built it while this one waited for the lock.
-	if [[ ! -x "$bin" || "$(cat "$dir/stamp" 2>/dev/null)" != "$want" ]]; then
-		echo "promtool.sh: building promtool $version into $bin (once; takes minutes)" >&2
-		local tmp="$dir/promtool.tmp.$$" start=$SECONDS
-		(cd "$src" && GOWORK=off CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
-			go build -trimpath -tags "$tags" -o "$tmp" github.com/prometheus/prometheus/cmd/promtool) >&2 ||
-			{ rm -f "$tmp"; die "building promtool failed"; }
-		mv -f "$tmp" "$bin"
-		echo "$want" >"$dir/stamp"
-		echo "promtool.sh: built promtool $version in $((SECONDS - start)) s" >&2
-	fi
-	exec 9>&-
-	echo "$bin"
+	cached_build promtool "$(prom_version)" "$(stamp)" build_promtool
 }
 
 cmd_check() {
