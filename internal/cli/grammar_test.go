@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+)
+
+// recordingServer is the seeded server behind a handler that keeps the
+// bodies of the POST /v1/metrics calls it passes on.
+func recordingServer(t *testing.T) (url string, pushed func() []api.MetricSample) {
+	t.Helper()
+	s, _ := seededServer(t, contextsWorld)
+	var mu sync.Mutex
+	var got []api.MetricSample
+	h := s.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/metrics" {
+			b, _ := io.ReadAll(r.Body)
+			var ms api.MetricSamples
+			if err := json.Unmarshal(b, &ms); err == nil {
+				mu.Lock()
+				got = append(got, ms.Samples...)
+				mu.Unlock()
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL, func() []api.MetricSample {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]api.MetricSample(nil), got...)
+	}
+}
+
+// TestMetricPushUnits (issue 22, point 4): --value is written as policy
+// files write quantities and reaches the server in the metric's base
+// unit; a bad value is an error naming the flag.
+func TestMetricPushUnits(t *testing.T) {
+	cleanEnv(t)
+	url, pushed := recordingServer(t)
+	as := []string{"--server", url, "--token-file", secretFile(t, "admin.token", testAdmin)}
+	push := func(metric, value string) []string {
+		return append([]string{"metric", "push", "--metric", metric, "--target", "service:chat", "--value", value}, as...)
+	}
+	for _, tc := range []struct {
+		metric, value string
+		want          float64
+	}{
+		{"p95_latency", "400ms", 0.4},
+		{"p99_latency", "1.5s", 1.5},
+		{"queue_wait", "2m", 120},
+		{"p50_latency", "0.182", 0.182},
+		{"capacity_failure_rate", "85%", 0.85},
+		{"spot_price", "$2.50", 2.5},
+	} {
+		mustRun(t, push(tc.metric, tc.value)...)
+		got := pushed()
+		if len(got) == 0 || got[len(got)-1].Metric != tc.metric || got[len(got)-1].Value != tc.want {
+			t.Errorf("--metric %s --value %s: pushed %+v, want value %v", tc.metric, tc.value, got, tc.want)
+		}
+	}
+	n := len(pushed())
+	for _, tc := range []struct{ metric, value, want string }{
+		{"p95_latency", "400 mss", `metric push: --value: invalid value "400 mss"`},
+		{"p95_latency", "fast", `metric push: --value: invalid value "fast"`},
+		{"p95_latency", "85%", `metric push: --value: "85%" is a fraction, but p95_latency is a duration`},
+		{"p95_latency", "5 minutes", `metric push: --value: duration "5 minutes" is not understood: write 5m`},
+	} {
+		errOut := mustFail(t, push(tc.metric, tc.value)...)
+		wantIn(t, "--value "+tc.value, errOut, tc.want)
+	}
+	errOut := mustFail(t, append([]string{"metric", "push", "--metric", "p95_latency", "--target", "cluster"}, as...)...)
+	wantIn(t, "no --value", errOut, "--value are required")
+	if got := pushed(); len(got) != n {
+		t.Errorf("bad values reached the server: %+v", got[n:])
+	}
+}
