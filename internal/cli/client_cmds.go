@@ -313,6 +313,20 @@ func readWorkloadFile(path string) (api.WorkloadSpec, error) {
 	return s, yamlfile.Decode(path, data, &s)
 }
 
+// workloadState returns the state s names, in any case ("running" is
+// Running), as the API spells it; "" stays "" (every state).
+func workloadState(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	for _, st := range api.WorkloadStates {
+		if strings.EqualFold(strings.TrimSpace(s), st) {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("unknown state %q: write one of %s", s, strings.Join(api.WorkloadStates, ", "))
+}
+
 func newWorkloadCmd() *cobra.Command {
 	var c conn
 	cmd := &cobra.Command{Use: "workload", Aliases: []string{"workloads"}, Short: "Workloads: submit, list, show, cancel, why, logs", Args: cobra.NoArgs,
@@ -352,20 +366,24 @@ token acts for its own tenant only.`}
 	cmd.AddCommand(newWorkloadLogsCmd(&c))
 	var state string
 	listCmd := &cobra.Command{
-		Use: "list [--state Pending|Running|Cancelled]", Short: "List workloads", Args: cobra.NoArgs,
+		Use: "list [--state STATE]", Short: "List workloads", Args: cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			st, err := workloadState(state)
+			if err != nil {
+				return fmt.Errorf("workload list: --state: %w", err)
+			}
 			t, err := c.tenantOf(ctx, cl, false)
 			if err != nil {
 				return err
 			}
-			ws, err := cl.Workloads(ctx, t, state)
+			ws, err := cl.Workloads(ctx, t, st)
 			if err != nil {
 				return err
 			}
 			return c.emit(out, ws, workloadTable(ws))
 		}),
 	}
-	listCmd.Flags().StringVar(&state, "state", "", "only workloads in this state")
+	listCmd.Flags().StringVar(&state, "state", "", "only workloads in this state, in any case: "+strings.Join(api.WorkloadStates, ", "))
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show a workload and where it runs", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {

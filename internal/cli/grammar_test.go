@@ -2,14 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
 )
 
 // recordingServer is the seeded server behind a handler that keeps the
@@ -83,4 +86,47 @@ func TestMetricPushUnits(t *testing.T) {
 	if got := pushed(); len(got) != n {
 		t.Errorf("bad values reached the server: %+v", got[n:])
 	}
+}
+
+// TestWorkloadStateFlag (issue 22, point 4): --state is case-insensitive,
+// its help lists every state, and an unknown one is refused with the
+// list.
+func TestWorkloadStateFlag(t *testing.T) {
+	cleanEnv(t)
+	_, url := seededServer(t, contextsWorld)
+	ctx := context.Background()
+	admin := client.New(url, testAdmin)
+	for _, name := range []string{"a", "b"} {
+		if _, err := admin.Submit(ctx, "contoso", api.WorkloadSpec{Name: name, GPUs: 1000, Replicas: 1, Flavors: []string{"H100-80G"}, Regions: []string{"eastus"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.Cancel(ctx, "contoso", "b"); err != nil {
+		t.Fatal(err)
+	}
+	as := []string{"--server", url, "--token-file", secretFile(t, "admin.token", testAdmin)}
+	names := func(state string) []string {
+		out := mustRun(t, append([]string{"workload", "list", "--state", state, "-o", "json"}, as...)...)
+		var ws []api.Workload
+		if err := json.Unmarshal([]byte(out), &ws); err != nil {
+			t.Fatalf("--state %s: %v\n%s", state, err, out)
+		}
+		var ns []string
+		for _, w := range ws {
+			ns = append(ns, w.Name)
+		}
+		return ns
+	}
+	for state, want := range map[string]string{"pending": "a", "PENDING": "a", "Pending": "a", "cancelled": "b", "CanCelled": "b"} {
+		if got := names(state); len(got) != 1 || got[0] != want {
+			t.Errorf("--state %s: %v, want [%s]", state, got, want)
+		}
+	}
+	if got := names("running"); len(got) != 0 {
+		t.Errorf("--state running: %v, want none", got)
+	}
+	errOut := mustFail(t, append([]string{"workload", "list", "--state", "done"}, as...)...)
+	wantIn(t, "--state done", errOut, `workload list: --state: unknown state "done": write one of `+strings.Join(api.WorkloadStates, ", "))
+	help := mustRun(t, "workload", "list", "--help")
+	wantIn(t, "workload list --help", help, api.WorkloadStates...)
 }
