@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
@@ -129,4 +131,56 @@ func TestWorkloadStateFlag(t *testing.T) {
 	wantIn(t, "--state done", errOut, `workload list: --state: unknown state "done": write one of `+strings.Join(api.WorkloadStates, ", "))
 	help := mustRun(t, "workload", "list", "--help")
 	wantIn(t, "workload list --help", help, api.WorkloadStates...)
+}
+
+// TestWorkloadListAge (issue 22, point 4): the table has an AGE column,
+// the time since submission as kubectl writes it; -o json has no such
+// field.
+func TestWorkloadListAge(t *testing.T) {
+	cleanEnv(t)
+	_, url := seededServer(t, contextsWorld)
+	admin := client.New(url, testAdmin)
+	if _, err := admin.Submit(context.Background(), "contoso", api.WorkloadSpec{Name: "a", GPUs: 1000, Replicas: 1, Flavors: []string{"H100-80G"}, Regions: []string{"eastus"}}); err != nil {
+		t.Fatal(err)
+	}
+	as := []string{"--server", url, "--token-file", secretFile(t, "admin.token", testAdmin)}
+	out := mustRun(t, append([]string{"workload", "list"}, as...)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("workload list:\n%s", out)
+	}
+	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	if head[len(head)-1] != "AGE" || !regexp.MustCompile(`^[0-9]+s$`).MatchString(row[len(row)-1]) {
+		t.Errorf("workload list: no AGE in seconds last:\n%s", out)
+	}
+	out = mustRun(t, append([]string{"workload", "list", "-o", "json"}, as...)...)
+	var ws []map[string]any
+	if err := json.Unmarshal([]byte(out), &ws); err != nil || len(ws) != 1 {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if _, ok := ws[0]["age"]; ok {
+		t.Errorf("-o json grew an age field:\n%s", out)
+	}
+	if _, ok := ws[0]["submitted_at"]; !ok {
+		t.Errorf("-o json lacks submitted_at:\n%s", out)
+	}
+}
+
+func TestAge(t *testing.T) {
+	now := time.Date(2030, 1, 6, 8, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		ago  time.Duration
+		want string
+	}{
+		{-3 * time.Second, "0s"}, {0, "0s"}, {45 * time.Second, "45s"}, {59*time.Second + 999*time.Millisecond, "59s"},
+		{time.Minute, "1m"}, {12*time.Minute + 59*time.Second, "12m"}, {3*time.Hour + 59*time.Minute, "3h"},
+		{49 * time.Hour, "2d"}, {400 * 24 * time.Hour, "1y"},
+	} {
+		if got := age(now.Add(-tc.ago), now); got != tc.want {
+			t.Errorf("age %v ago: %q, want %q", tc.ago, got, tc.want)
+		}
+	}
+	if got := age(time.Time{}, now); got != "-" {
+		t.Errorf("age of the zero time: %q, want -", got)
+	}
 }
