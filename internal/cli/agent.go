@@ -143,7 +143,7 @@ func newAgentFenceCmd() *cobra.Command {
 // newWorkloadLogsCmd is `arbiter workload logs NAME`.
 func newWorkloadLogsCmd(c *conn) *cobra.Command {
 	var replica int
-	var tail int64
+	var tail int
 	cmd := &cobra.Command{
 		Use: "logs NAME", Short: "Print a replica's output (fetched from its node's agent)", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
@@ -151,7 +151,7 @@ func newWorkloadLogsCmd(c *conn) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := cl.Logs(ctx, t, args[0], replica, tail)
+			b, err := cl.LogLines(ctx, t, args[0], replica, tail)
 			if err != nil {
 				return err
 			}
@@ -160,6 +160,6 @@ func newWorkloadLogsCmd(c *conn) *cobra.Command {
 		}),
 	}
 	cmd.Flags().IntVar(&replica, "replica", 0, "replica")
-	cmd.Flags().Int64Var(&tail, "tail", 0, "only the last N bytes")
+	cmd.Flags().IntVar(&tail, "tail", 0, "only the last N lines, whole (the server tails by bytes: the CLI asks for enough and keeps the last N lines, looking at most 64 MiB back)")
 	return cmd
 }

@@ -246,17 +246,41 @@ window opens. Until then it is Scheduled, then Active, then Expired.`,
 
 // ---- workloads ----
 
+// workloadTable prints workloads, one a row; AGE is the time since
+// submission (age).
 func workloadTable(ws []api.Workload) func(tw *tabwriter.Writer) {
 	return func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "NAME\tTENANT\tSTATE\tKIND\tPRIORITY\tGPUS\tREPLICAS\tFLAVOR\tREGION\tPREEMPTIONS")
+		now := time.Now()
+		fmt.Fprintln(tw, "NAME\tTENANT\tSTATE\tKIND\tPRIORITY\tGPUS\tREPLICAS\tFLAVOR\tREGION\tPREEMPTIONS\tAGE")
 		for _, w := range ws {
 			flavor, region := strings.Join(w.Flavors, ","), strings.Join(w.Regions, ",")
 			if w.Running != nil {
 				flavor, region = w.Running.Flavor, w.Running.Region
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", w.Name, w.Tenant, w.State, w.Kind, shownPriority(w), gpuStr(w.GPUs), w.Replicas, flavor, region, w.Preemptions)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", w.Name, w.Tenant, w.State, w.Kind, shownPriority(w), gpuStr(w.GPUs), w.Replicas, flavor, region, w.Preemptions, age(w.SubmittedAt, now))
 		}
 	}
+}
+
+// age is the time from since to now in kubectl's short style, in its
+// largest whole unit: 45s, 12m, 3h, 2d, 1y; "-" for an unknown time, and
+// 0s for one a little ahead of this machine's clock.
+func age(since, now time.Time) string {
+	if since.IsZero() {
+		return "-"
+	}
+	d := now.Sub(since)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(int64(d/time.Second), 0))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int64(d/time.Minute))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh", int64(d/time.Hour))
+	case d < 365*24*time.Hour:
+		return fmt.Sprintf("%dd", int64(d/(24*time.Hour)))
+	}
+	return fmt.Sprintf("%dy", int64(d/(365*24*time.Hour)))
 }
 
 // shownPriority is the priority the scheduler uses: the effective one
@@ -313,6 +337,20 @@ func readWorkloadFile(path string) (api.WorkloadSpec, error) {
 	return s, yamlfile.Decode(path, data, &s)
 }
 
+// workloadState returns the state s names, in any case ("running" is
+// Running), as the API spells it; "" stays "" (every state).
+func workloadState(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	for _, st := range api.WorkloadStates {
+		if strings.EqualFold(strings.TrimSpace(s), st) {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("unknown state %q: write one of %s", s, strings.Join(api.WorkloadStates, ", "))
+}
+
 func newWorkloadCmd() *cobra.Command {
 	var c conn
 	cmd := &cobra.Command{Use: "workload", Aliases: []string{"workloads"}, Short: "Workloads: submit, list, show, cancel, why, logs", Args: cobra.NoArgs,
@@ -352,20 +390,24 @@ token acts for its own tenant only.`}
 	cmd.AddCommand(newWorkloadLogsCmd(&c))
 	var state string
 	listCmd := &cobra.Command{
-		Use: "list [--state Pending|Running|Cancelled]", Short: "List workloads", Args: cobra.NoArgs,
+		Use: "list [--state STATE]", Short: "List workloads", Args: cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			st, err := workloadState(state)
+			if err != nil {
+				return fmt.Errorf("workload list: --state: %w", err)
+			}
 			t, err := c.tenantOf(ctx, cl, false)
 			if err != nil {
 				return err
 			}
-			ws, err := cl.Workloads(ctx, t, state)
+			ws, err := cl.Workloads(ctx, t, st)
 			if err != nil {
 				return err
 			}
 			return c.emit(out, ws, workloadTable(ws))
 		}),
 	}
-	listCmd.Flags().StringVar(&state, "state", "", "only workloads in this state")
+	listCmd.Flags().StringVar(&state, "state", "", "only workloads in this state, in any case: "+strings.Join(api.WorkloadStates, ", "))
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show a workload and where it runs", Args: cobra.ExactArgs(1),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
