@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
 
@@ -221,33 +221,9 @@ func readPrivateToken(what, path string) (string, error) {
 	return readTokenFile(what, path)
 }
 
-// serverSet normalises a comma-separated server list into a set of
-// scheme://host:port/path, as the client reads it (a URL without a scheme
-// is http://).
-func serverSet(list string) []string {
-	var out []string
-	for _, b := range strings.Split(list, ",") {
-		b = strings.TrimRight(strings.TrimSpace(b), "/")
-		if b == "" {
-			continue
-		}
-		if !strings.Contains(b, "://") {
-			b = "http://" + b
-		}
-		u, err := url.Parse(b)
-		if err != nil || u.Host == "" {
-			out = append(out, b)
-			continue
-		}
-		scheme := strings.ToLower(u.Scheme)
-		port := u.Port()
-		if port == "" {
-			port = map[string]string{"http": "80", "https": "443"}[scheme]
-		}
-		out = append(out, scheme+"://"+net.JoinHostPort(strings.ToLower(u.Hostname()), port)+u.EscapedPath())
-	}
-	return out
-}
+// serverSet is a server list in the form the client compares
+// (client.CanonicalServers).
+func serverSet(list string) []string { return client.CanonicalServers(list) }
 
 // sameServers reports whether every server of list is one of the
 // context's: only then does a context's token go with the request.

@@ -103,6 +103,27 @@ func parseServers(list string) []server {
 	return out
 }
 
+// CanonicalServers returns the servers of a comma-separated list as the
+// client reads them, in a form to compare: scheme://host:port (lower case,
+// the port made explicit) and the path; an entry that is not a URL is
+// kept as written (with http:// when it had no scheme). An empty list
+// gives none.
+func CanonicalServers(list string) []string {
+	var out []string
+	for _, sv := range parseServers(list) {
+		if sv.base == "http://" && sv.origin == "" {
+			continue // parseServers' placeholder for an empty list
+		}
+		u, err := url.Parse(sv.base)
+		if err != nil || sv.origin == "" {
+			out = append(out, sv.base)
+			continue
+		}
+		out = append(out, sv.origin+u.EscapedPath())
+	}
+	return out
+}
+
 // originOf returns scheme://host:port of a URL in lower case, the port
 // made explicit; "" when it does not parse.
 func originOf(raw string) string {
