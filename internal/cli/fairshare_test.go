@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/server"
-	"github.com/arbiterhq/arbiter/internal/store"
 )
 
 // TestTenantShowFairShare: on a server whose config turns on
@@ -23,34 +19,21 @@ import (
 // share, decayed usage and factor under the quotas; -o json carries them.
 func TestTenantShowFairShare(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := config.Parse("c.yaml", []byte(`options:
+	const world = `options:
   fair_share: {half_life: 1d}
 fleet: {regions: [{name: eastus, zones: [{name: "1", blocks: [{name: b, nodes: [{sku: Standard_ND96amsr_A100_v4, count: 1}]}]}]}]}
 tenants:
   - {name: a, quota: [{flavor: A100-80G, region: eastus, guaranteed: 4}]}
   - {name: b, quota: [{flavor: A100-80G, region: eastus, guaranteed: 4}]}
-`))
+`
+	cfg, err := config.Parse("c.yaml", []byte(world))
 	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "a.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := server.Seed(ctx, st, cfg, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	const admin = "admin-secret-for-cli-tests-0123"
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: admin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler),
-		Clock: func() time.Time { return now }, Scheduling: schedulingOf(cfg)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	c := client.New(hs.URL, admin)
+	s, _, url := seededServerWith(t, world, server.Options{Clock: func() time.Time { return now }, Scheduling: schedulingOf(cfg)})
+	const admin = testAdmin
+	c := client.New(url, admin)
 	if _, err := c.Submit(ctx, "a", api.WorkloadSpec{Name: "w", GPUs: 8000, Replicas: 1, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +41,7 @@ tenants:
 	now = now.Add(24 * time.Hour)
 	s.Cycle(ctx)
 	var out, errb bytes.Buffer
-	if code := Main([]string{"tenant", "show", "a", "--server", hs.URL, "--token", admin}, &out, &errb); code != 0 {
+	if code := Main([]string{"tenant", "show", "a", "--server", url, "--token", admin}, &out, &errb); code != 0 {
 		t.Fatalf("tenant show: %d %s", code, errb.String())
 	}
 	// 8 GPUs for one half-life: 8 × 24h/ln 2 × (1 − ½) = 138.5 GPU-h, all
@@ -69,7 +52,7 @@ tenants:
 		}
 	}
 	out.Reset()
-	if code := Main([]string{"tenant", "show", "b", "--server", hs.URL, "--token", admin, "-o", "json"}, &out, &errb); code != 0 {
+	if code := Main([]string{"tenant", "show", "b", "--server", url, "--token", admin, "-o", "json"}, &out, &errb); code != 0 {
 		t.Fatalf("tenant show -o json: %d %s", code, errb.String())
 	}
 	if !strings.Contains(out.String(), `"factor": 1`) || !strings.Contains(out.String(), `"decayed_gpu_hours": 0`) {

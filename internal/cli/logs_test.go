@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
-	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/server"
 	"github.com/arbiterhq/arbiter/internal/store"
@@ -29,24 +27,7 @@ import (
 func logsWorld(t *testing.T, log string) (url string, tails func() []int64) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "a.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cfg, err := config.Parse("world.yaml", []byte(contextsWorld))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := server.Seed(ctx, st, cfg, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
+	_, st, hsURL := seededServerWith(t, contextsWorld, server.Options{})
 
 	path := filepath.Join(t.TempDir(), "job.0.log")
 	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
@@ -72,12 +53,12 @@ func logsWorld(t *testing.T, log string) (url string, tails func() []int64) {
 	}))
 	t.Cleanup(agent.Close)
 
-	admin := client.New(hs.URL, testAdmin)
+	admin := client.New(hsURL, testAdmin)
 	tok, err := admin.CreateNodeToken(ctx, "n1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := client.New(hs.URL, tok.Secret)
+	node := client.New(hsURL, tok.Secret)
 	if _, err := node.RegisterNode(ctx, api.NodeRegistration{ID: "n1", Region: "eastus", Zone: "1", Block: "h1", SKU: "Standard_ND96isr_H100_v5",
 		Labels: map[string]string{api.LabelAgent: "true"}}); err != nil {
 		t.Fatal(err)
@@ -94,7 +75,7 @@ func logsWorld(t *testing.T, log string) (url string, tails func() []int64) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return hs.URL, func() []int64 {
+	return hsURL, func() []int64 {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]int64(nil), asked...)

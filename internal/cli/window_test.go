@@ -45,6 +45,14 @@ const testAdmin = "admin-secret-for-cli-tests-0123"
 // admin token is testAdmin.
 func seededServer(t *testing.T, world string) (*server.Server, string) {
 	t.Helper()
+	s, _, url := seededServerWith(t, world, server.Options{})
+	return s, url
+}
+
+// seededServerWith is seededServer with the server's options (Store,
+// AdminToken, RateLimit and Logger are set here), returning its store too.
+func seededServerWith(t *testing.T, world string, o server.Options) (*server.Server, *store.BoltStore, string) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "a.db"), nil)
 	if err != nil {
@@ -58,13 +66,14 @@ func seededServer(t *testing.T, world string) (*server.Server, string) {
 	if _, err := server.Seed(ctx, st, cfg, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(ctx, server.Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler)})
+	o.Store, o.AdminToken, o.RateLimit, o.Logger = st, testAdmin, -1, slog.New(slog.DiscardHandler)
+	s, err := server.New(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return s, hs.URL
+	return s, st, hs.URL
 }
 
 // TestReservationCreateWindowFlags (issue 17 item 4): --start and --end
