@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +63,16 @@ func TestFairShareSurvivesRestart(t *testing.T) {
 	}
 	if _, f := fairEntry(t, h, "fabrikam"); f.Factor != 1 || f.DecayedGPUHours != 0 {
 		t.Fatalf("fabrikam ran nothing: %+v", f)
+	}
+	// A tenant sees its own entries only: fabrikam's token gets no part of
+	// contoso's (the sibling sums are fractions, no names), and cannot read
+	// contoso's tenant at all.
+	fab := h.tenant("fabrikam")
+	if got, err := fab.Tenant(h.ctx, "fabrikam"); err != nil || strings.Contains(fmt.Sprint(got), "contoso") {
+		t.Fatalf("fabrikam's view names contoso: %+v, %v", got, err)
+	}
+	if _, err := fab.Tenant(h.ctx, "contoso"); err == nil {
+		t.Fatal("fabrikam read contoso's tenant and fair share")
 	}
 
 	// Restart on the same file with the same options.
