@@ -127,20 +127,23 @@ func (s *Server) saveFairShare(ctx context.Context, now time.Time, force bool) {
 	s.fair.mu.Unlock()
 }
 
-// fairShareOut is tenant name's fair-share state for `tenant show`: from
-// the leader's history, or the stored one on a follower (at most
-// fairSaveEvery old); nil when fair share over time is off.
+// fairShareOut is tenant name's fair-share state for `tenant show`: the
+// newer of this replica's history and the stored one (on a follower at
+// most fairSaveEvery old); nil when fair share over time is off.
 func (s *Server) fairShareOut(tx store.ReadTx, name string) (*api.FairShare, error) {
 	hl := s.opts.Scheduling.FairShare.HalfLife
 	if hl <= 0 {
 		return nil, nil
 	}
+	// The newer of the replica's own copy and the stored one: a replica
+	// that led before may hold an older copy than the leader wrote since.
 	h := s.fair.current()
-	if h == nil {
-		var err error
-		if h, err = readFairShare(tx); err != nil {
-			return nil, err
-		}
+	stored, err := readFairShare(tx)
+	if err != nil {
+		return nil, err
+	}
+	if stored != nil && (h == nil || stored.At.After(h.At)) {
+		h = stored
 	}
 	ts, err := store.List[store.Tenant](tx, "")
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
 )
 
 // fairEntry returns tenant's fair-share entry for A100-80G in eastus, as
@@ -142,5 +144,27 @@ func TestFairShareOff(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFairShareShowsNewerStored: a replica whose own history is older
+// than the stored one (it led before; another leader wrote since) shows
+// the stored one.
+func TestFairShareShowsNewerStored(t *testing.T) {
+	clk := newTestClock()
+	h := newHarness(t, testConfig, Options{RateLimit: -1, Clock: clk.Now, Scheduling: sched.Options{FairShare: sched.FairShare{HalfLife: time.Hour}}})
+	h.s.Cycle(h.ctx) // this replica's history, as of now
+	newer := tenancy.History{At: clk.Now().Add(time.Hour), Entries: []tenancy.HistoryEntry{{Tenant: "contoso", Flavor: "A100-80G", Region: "eastus", GPUHours: 123}}}
+	data, err := json.Marshal(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.Update(h.ctx, func(tx store.WriteTx) error {
+		return store.Put(tx, &store.Setting{Name: settingFairShare, Value: data}, store.Any)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fs, e := fairEntry(t, h, "contoso"); e.DecayedGPUHours != 123 || !fs.AsOf.Equal(newer.At) {
+		t.Fatalf("shows %+v %+v, want the stored 123 GPU-h as of %v", fs, e, newer.At)
 	}
 }
