@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/client"
 )
 
@@ -102,7 +103,16 @@ type Agent struct {
 	deadline atomic.Int64
 	lease    atomic.Int64
 	fenceLog atomic.Bool // the lease's end was logged
+
+	// probes runs the probes the server gives this node; probed holds
+	// their results until the next heartbeat carries them.
+	probes *probe.Runner
+	probed []api.ProbeResult
 }
+
+// maxProbed bounds the probe results an agent keeps for the server (the
+// oldest go first).
+const maxProbed = 4096
 
 // New checks the options and creates an agent.
 func New(o Options) (*Agent, error) {
@@ -213,6 +223,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeEvents()
+	a.probes = probe.NewRunner(probe.Options{Concurrency: 64, Record: a.probeDone})
+	pctx, stopProbes := context.WithCancel(ctx)
+	defer stopProbes()
+	go a.probes.Run(pctx, 100*time.Millisecond)
 
 	backoff := firstBackoff(a.opts.MaxBackoff)
 	registered := false
@@ -388,6 +402,8 @@ func (a *Agent) beat(ctx context.Context) error {
 	a.mu.Lock()
 	reports := a.reports
 	a.reports = nil
+	probed := a.probed
+	a.probed = nil
 	running := make([]api.ReplicaRef, 0, len(a.procs))
 	for ref, p := range a.procs {
 		select {
@@ -398,7 +414,7 @@ func (a *Agent) beat(ctx context.Context) error {
 		running = append(running, ref)
 	}
 	a.mu.Unlock()
-	hb := api.Heartbeat{GPUs: gpus, Running: running, Reports: reports, LogURL: a.logURL, LogKey: a.logKey}
+	hb := api.Heartbeat{GPUs: gpus, Running: running, Reports: reports, LogURL: a.logURL, LogKey: a.logKey, ProbeResults: probed}
 	// The first heartbeat learns the lease at once; later ones may be held
 	// for a part of it only, so that renewals come in time.
 	if lease := time.Duration(a.lease.Load()); len(reports) == 0 && lease > 0 {
@@ -430,12 +446,52 @@ func (a *Agent) beat(ctx context.Context) error {
 		}
 		a.mu.Lock()
 		a.reports = append(reports, a.reports...)
+		a.keepProbed(probed)
 		a.mu.Unlock()
 		return err
 	}
 	a.renew(sent, time.Duration(reply.Lease))
+	a.setProbes(reply.Probes)
 	a.reconcile(reply, gpus)
 	return nil
+}
+
+// probeDone keeps a probe's result for the next heartbeat.
+func (a *Agent) probeDone(r probe.Result) {
+	x := api.ProbeResult{Probe: r.Probe, At: r.At, Latency: api.Duration(r.Latency), OK: r.OK, Status: r.Status, Error: r.Err}
+	a.mu.Lock()
+	a.probed = append(a.probed, x)
+	if over := len(a.probed) - maxProbed; over > 0 {
+		a.probed = a.probed[over:]
+	}
+	a.mu.Unlock()
+}
+
+// keepProbed puts back results the server did not take, before the newer
+// ones, keeping the newest maxProbed (a.mu held).
+func (a *Agent) keepProbed(rs []api.ProbeResult) {
+	a.probed = append(rs, a.probed...)
+	if over := len(a.probed) - maxProbed; over > 0 {
+		a.probed = a.probed[over:]
+	}
+}
+
+// setProbes runs the probes the server's answer lists (the whole set):
+// those that fail the agent's own checks are left out and logged.
+func (a *Agent) setProbes(tasks []api.ProbeTask) {
+	if a.probes == nil {
+		return
+	}
+	specs := make([]probe.Spec, len(tasks))
+	for i, t := range tasks {
+		specs[i] = probe.Spec{Name: t.Name, URL: t.URL, Method: t.Method, Body: t.Body, HeadersFile: t.HeadersFile,
+			Interval: time.Duration(t.Interval), Timeout: time.Duration(t.Timeout), ExpectStatus: t.ExpectStatus}
+	}
+	ps, errs := probe.Check("server", "probes", specs)
+	if len(errs) > 0 {
+		a.log.Warn("probes from the server left out", "err", errs.Err())
+	}
+	a.probes.Set(ps)
 }
 
 // renew extends the lease after an answered heartbeat sent at sent.

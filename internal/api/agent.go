@@ -137,6 +137,9 @@ type Heartbeat struct {
 	// it the admin token).
 	LogURL string `json:"log_url,omitempty"`
 	LogKey string `json:"log_key,omitempty"`
+	// ProbeResults are the attempts of the node's probes since the last
+	// heartbeat.
+	ProbeResults []ProbeResult `json:"probe_results,omitempty"`
 }
 
 // Task is one replica a node should run.
@@ -169,6 +172,9 @@ type HeartbeatReply struct {
 	Down    bool     `json:"down,omitempty"`
 	Lost    bool     `json:"lost,omitempty"`
 	Notices []Notice `json:"notices,omitempty"`
+	// Probes are the probes this node's agent runs (from: agents,
+	// region: or node:), the full set each time.
+	Probes []ProbeTask `json:"probes,omitempty"`
 }
 
 // Notice warns a replica of its eviction, as clouds' scheduled events

@@ -43,7 +43,7 @@ func newMetricCmd() *cobra.Command {
 		}),
 	}
 	c.bind(push)
-	push.Flags().StringVar(&s.Metric, "metric", "", "p50_latency, p95_latency, p99_latency (seconds), queue_wait (seconds), spot_price (USD per GPU-hour) or capacity_failure_rate")
+	push.Flags().StringVar(&s.Metric, "metric", "", "p50_latency, p95_latency, p99_latency (seconds), queue_wait (seconds), spot_price (USD per GPU-hour), capacity_failure_rate or success_ratio")
 	push.Flags().StringVar(&s.Target, "target", "", "what was measured: kind:name (service:, class:, tenant:, pool:, flavor:, region:) or cluster")
 	push.Flags().StringVar(&value, "value", "", "the value, written as in policy files: a time with a unit (400ms, 1.5s), a percentage (85%), a price ($2.50) or a plain number in the metric's base unit")
 	cmd.AddCommand(push)

@@ -97,7 +97,8 @@
 //	    description: free text, shown by `arbiter policy explain`
 //	    when:                     # exactly one of: metric, all, any, expr
 //	      metric: p95_latency     # utilization, p50/p95/p99_latency, queue_wait,
-//	                              # pending_gpus, spot_price, capacity_failure_rate
+//	                              # pending_gpus, spot_price, capacity_failure_rate,
+//	                              # success_ratio (of probes: internal/probe)
 //	      of: service:coding-assistant   # kind:name, selector:k=v,k2=v2, cluster (default) or a bare name
 //	      above: 150ms            # or below:; in the metric's unit
 //	      for: 5m                 # held without a break

@@ -69,11 +69,14 @@ const (
 	// MetricCapacityFailureRate is the mean share (fraction) of capacity
 	// requests that could not be served.
 	MetricCapacityFailureRate
+	// MetricSuccessRatio is the mean share (fraction) of a service's
+	// probe attempts that succeeded (see internal/probe).
+	MetricSuccessRatio
 	metricCount
 )
 
 var metricNames = [...]string{"", "utilization", "p50_latency", "p95_latency", "p99_latency",
-	"queue_wait", "pending_gpus", "spot_price", "capacity_failure_rate"}
+	"queue_wait", "pending_gpus", "spot_price", "capacity_failure_rate", "success_ratio"}
 
 func (m Metric) String() string {
 	if m > MetricNone && m < metricCount {
@@ -111,7 +114,7 @@ func (m *Metric) UnmarshalYAMLScalar(s string) error {
 // Dim is the dimension the metric is measured in.
 func (m Metric) Dim() Dimension {
 	switch m {
-	case MetricUtilization, MetricCapacityFailureRate:
+	case MetricUtilization, MetricCapacityFailureRate, MetricSuccessRatio:
 		return DimFraction
 	case MetricP50Latency, MetricP95Latency, MetricP99Latency, MetricQueueWait:
 		return DimDuration
@@ -143,6 +146,8 @@ func (m Metric) Series() (name string, agg Aggregation, q float64) {
 		return "spot_price", AggLast, 0
 	case MetricCapacityFailureRate:
 		return "capacity_failure_rate", AggMean, 0
+	case MetricSuccessRatio:
+		return "success", AggMean, 0
 	}
 	return "", AggLast, 0
 }

@@ -82,6 +82,7 @@ var MetricSources = map[Metric]map[TargetKind]Source{
 	MetricSpotPrice: {TargetCluster: Pushed, TargetPool: Pushed, TargetFlavor: Pushed, TargetRegion: Pushed},
 	MetricCapacityFailureRate: {TargetCluster: Pushed, TargetTenant: Pushed, TargetClass: Pushed, TargetPool: Pushed,
 		TargetFlavor: Pushed, TargetRegion: Pushed},
+	MetricSuccessRatio: {TargetCluster: Pushed, TargetService: Pushed, TargetClass: Pushed, TargetSelector: Pushed},
 }
 
 // metricKinds says which target kinds each metric can be measured on

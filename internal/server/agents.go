@@ -84,6 +84,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if len(hb.ProbeResults) > 0 {
+		if err := s.probes.fromAgent(id, s.nodeRegion(r.Context(), id), hb.ProbeResults); err != nil {
+			return err
+		}
+	}
 	if changed {
 		s.notify(true)
 	}
@@ -217,6 +222,19 @@ func (s *Server) applyHeartbeat(ctx context.Context, id fleet.NodeID, hb api.Hea
 }
 
 // tasksOf lists the replicas assigned to a node.
+// nodeRegion is the region of node id ("" when it is not registered).
+func (s *Server) nodeRegion(ctx context.Context, id fleet.NodeID) string {
+	var region string
+	_ = s.st.View(ctx, func(tx store.ReadTx) error {
+		n, err := store.Get[store.Node](tx, string(id))
+		if err == nil {
+			region = n.Region
+		}
+		return nil
+	})
+	return region
+}
+
 func (s *Server) tasksOf(ctx context.Context, id fleet.NodeID) (api.HeartbeatReply, error) {
 	reply := api.HeartbeatReply{Tasks: []api.Task{}}
 	err := s.st.View(ctx, func(tx store.ReadTx) error {
@@ -232,6 +250,7 @@ func (s *Server) tasksOf(ctx context.Context, id fleet.NodeID) (api.HeartbeatRep
 			}
 			if n.ID == id {
 				reply.Down, reply.Lost = n.Down || n.Drained, n.Lost
+				reply.Probes = s.probes.tasksFor(id, n.Region)
 			}
 		}
 		if reply.Down {

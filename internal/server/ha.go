@@ -189,6 +189,9 @@ func (s *Server) resume(ctx context.Context) error {
 	if err := s.policies.load(ctx); err != nil {
 		return err
 	}
+	if err := s.probes.load(ctx); err != nil {
+		return err
+	}
 	s.alerts.reset()
 	return s.alerts.load(ctx)
 }

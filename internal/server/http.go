@@ -240,7 +240,7 @@ func (s *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
 			// The mux would answer 404 or 405 in plain text; answer JSON.
-			rec := &probe{header: http.Header{}}
+			rec := &muxProbe{header: http.Header{}}
 			h, _ := mux.Handler(r)
 			h.ServeHTTP(rec, r)
 			if rec.status == http.StatusMethodNotAllowed {
@@ -262,12 +262,12 @@ func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
 
-// probe captures the mux's own 404/405 answer.
-type probe struct {
+// muxProbe captures the mux's own 404/405 answer.
+type muxProbe struct {
 	header http.Header
 	status int
 }
 
-func (p *probe) Header() http.Header         { return p.header }
-func (p *probe) Write(b []byte) (int, error) { return len(b), nil }
-func (p *probe) WriteHeader(code int)        { p.status = code }
+func (p *muxProbe) Header() http.Header         { return p.header }
+func (p *muxProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *muxProbe) WriteHeader(code int)        { p.status = code }

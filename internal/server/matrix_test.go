@@ -235,6 +235,8 @@ func TestRouteRoleMatrix(t *testing.T) {
 // pinnedAccess is every API route's access rule (routes.go), written
 // out again so that a rule cannot get looser by one edit.
 var pinnedAccess = map[string]access{
+	"GET /v1/probes":                                    adminOnly,
+	"PUT /v1/probes":                                    adminOnly,
 	"GET /v1/whoami":                                    anyAuthenticated,
 	"GET /v1/cluster":                                   catalogRead,
 	"GET /v1/regions":                                   tenantScoped,

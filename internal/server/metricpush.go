@@ -13,7 +13,7 @@ import (
 // pushable are the metrics policies read that only the outside world can
 // measure; the server samples utilization and pending GPUs itself.
 var pushable = []policy.Metric{policy.MetricP50Latency, policy.MetricP95Latency, policy.MetricP99Latency,
-	policy.MetricQueueWait, policy.MetricSpotPrice, policy.MetricCapacityFailureRate}
+	policy.MetricQueueWait, policy.MetricSpotPrice, policy.MetricCapacityFailureRate, policy.MetricSuccessRatio}
 
 const maxSamples = 1000
 
@@ -40,7 +40,7 @@ func (s *Server) pushMetrics(w http.ResponseWriter, r *http.Request) error {
 			return apiErr(http.StatusBadRequest, api.CodeInvalid, field("metric"), "%v", err)
 		}
 		if !slices.Contains(pushable, m) {
-			return apiErr(http.StatusBadRequest, api.CodeInvalid, field("metric"), "the server measures %s itself; push one of p50_latency, p95_latency, p99_latency, queue_wait, spot_price, capacity_failure_rate", m)
+			return apiErr(http.StatusBadRequest, api.CodeInvalid, field("metric"), "the server measures %s itself; push one of p50_latency, p95_latency, p99_latency, queue_wait, spot_price, capacity_failure_rate, success_ratio", m)
 		}
 		t, err := policy.ParseTarget(x.Target)
 		if err != nil {

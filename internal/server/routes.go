@@ -207,6 +207,10 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/alerts", adminOnly, routeDoc{summary: "List the alert rules with their state", resp: api.Alerts{}}, s.listAlerts},
 		{"PUT /v1/alerts", adminOnly, routeDoc{summary: "Replace the alert rules with a rules file (YAML source)", req: api.AlertsApply{}, resp: api.Alerts{}}, s.applyAlerts},
 
+		// probes
+		{"GET /v1/probes", adminOnly, routeDoc{summary: "List the probes with what they measured over the policy window", resp: api.Probes{}}, s.listProbes},
+		{"PUT /v1/probes", adminOnly, routeDoc{summary: "Replace the probes with a probes file (YAML source)", req: api.ProbesApply{}, resp: api.Probes{}}, s.applyProbes},
+
 		// partitions
 		{"GET /v1/partitions", adminOnly, routeDoc{summary: "List partitions: machines only one tenant's subtree may use", resp: api.List[api.Partition]{}, query: pageQuery}, s.listPartitions},
 		{"PUT /v1/partitions/{name}", adminOnly, routeDoc{summary: "Create or replace a partition (its machines in no other partition and no reservation)", req: api.PartitionRequest{}, resp: api.Partition{}}, s.setPartition},

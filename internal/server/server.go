@@ -21,6 +21,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -66,6 +67,13 @@ type Options struct {
 	AlertInterval time.Duration
 	AlertsFile    string
 	AlertsSource  []byte
+	// Probes, when set (the server config's probes:), replace the stored
+	// probes at start (ProbesFile names them in messages);
+	// ProbeConcurrency bounds the server's attempts in flight (default
+	// probe.DefaultConcurrency).
+	Probes           []probe.Spec
+	ProbesFile       string
+	ProbeConcurrency int
 	// NodeLostAfter is how long an agent-run node may miss heartbeats
 	// before it is marked lost and its work requeued (default 30s).
 	NodeLostAfter time.Duration
@@ -131,6 +139,7 @@ type Server struct {
 	spot       spotMarket
 	fair       fairState // decayed usage (options.fair_share), leader only
 	alerts     *alertRunner
+	probes     *probeRunner
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
 	live       liveCache
@@ -238,6 +247,15 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.loadFairShare(ctx)
+	s.probes = newProbeRunner(s)
+	if o.Probes != nil {
+		err = s.probes.apply(ctx, o.ProbesFile, o.Probes)
+	} else {
+		err = s.probes.load(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
 	s.alerts = newAlertRunner(s)
 	if o.AlertsSource != nil {
 		err = s.alerts.apply(ctx, o.AlertsFile, string(o.AlertsSource))
@@ -274,6 +292,7 @@ func (s *Server) runLoops(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.alertLoop(ctx) })
+	wg.Go(func() { s.probeLoop(ctx) })
 	go s.watchNodes(ctx)
 	wg.Go(func() { s.pruneLoop(ctx) })
 	wg.Go(func() { s.lastUseLoop(ctx) })

@@ -51,6 +51,8 @@ const (
 	EventPolicyNotification EventKind = "PolicyNotification"
 
 	EventAlertRulesApplied EventKind = "AlertRulesApplied"
+
+	EventProbesApplied EventKind = "ProbesApplied"
 )
 
 // WorkloadStateEvent is the event of a workload ending in state s
@@ -68,6 +70,7 @@ func (e *Event) Is(k EventKind) bool { return e.Type == k }
 const (
 	ConfigObject = "config" // the config file (ConfigSeeded)
 	AlertsObject = "alerts" // the alert rules as a whole
+	ProbesObject = "probes" // the probes as a whole
 )
 
 // ObjectOf is an event's Object naming the stored object of kind k and

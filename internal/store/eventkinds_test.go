@@ -47,6 +47,7 @@ func TestParseObject(t *testing.T) {
 		{PolicyObject("sla"), KindPolicy, "sla", true},
 		{ConfigObject, "", "", false},
 		{AlertsObject, "", "", false},
+		{ProbesObject, "", "", false},
 		{AlertObject("gpu-full"), "", "", false},
 		{"workloads/", "", "", false},
 		{"bogus/x", "", "", false},
