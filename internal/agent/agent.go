@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
-	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/probe"
 )
 
 // Options configure an agent.

@@ -38,6 +38,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newAgentCmd(),
 		newRegionCmd(),
 		newAlertCmd(),
+		newProbeCmd(),
 		newMetricCmd(),
 		newEventsCmd(),
 		newTokenCmd(),

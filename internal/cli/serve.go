@@ -20,6 +20,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/cluster"
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/server"
 	"github.com/arbiterhq/arbiter/internal/store"
@@ -36,6 +37,7 @@ type serveFlags struct {
 	batchMin                                                     int
 	alertsFile, notifyWebhook                                    string
 	alertInterval                                                time.Duration
+	probeConcurrency                                             int
 	spotNotice                                                   time.Duration
 	eventRetention                                               time.Duration
 	eventHistory                                                 int64
@@ -55,7 +57,9 @@ func newServeCmd() *cobra.Command {
 every commit); with no state and no config it serves an empty fleet.
 --config seeds the fleet, tenants, reservations and workloads from the same
 YAML that "arbiter validate" checks, and --policy applies policy files;
-objects that already exist in the store are kept as they are.
+objects that already exist in the store are kept as they are; its probes:
+(endpoints to probe for latency, see docs/signals.md) replace the stored
+probes at start.
 
 The admin token is read from ARBITER_ADMIN_TOKEN, else from
 --admin-token-file (default DIR/admin.token, created with a fresh random
@@ -98,6 +102,7 @@ serve). Every replica needs the same admin token. See docs/operations.md.`,
 	fl.StringVar(&f.alertsFile, "alerts", "", "alert rules file (YAML) replacing the stored rules at start")
 	fl.StringVar(&f.notifyWebhook, "notify-webhook", "", "URL that receives policies' notify actions as JSON POSTs (they are recorded as events in any case)")
 	fl.DurationVar(&f.alertInterval, "alert-interval", 10*time.Second, "how often alert metrics are sampled and rules evaluated")
+	fl.IntVar(&f.probeConcurrency, "probe-concurrency", probe.DefaultConcurrency, "most probe attempts the server has in flight (the config's probes:; a probe that finds no free slot waits its turn)")
 	fl.Float64Var(&f.rateLimit, "rate-limit", 2000, "requests per second per token (negative: unlimited)")
 	fl.Float64Var(&f.rateLimitPerSource, "rate-limit-per-source", 20, "requests per second per source address without a valid token; past it (twice as many at once) the address gets 429 before authentication (negative: unlimited)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics, alone and without a token, on this address (e.g. 10.0.0.5:9090)")
@@ -210,12 +215,17 @@ func runServe(ctx context.Context, f serveFlags) error {
 		log.Info("config seeded", "file", f.configFile, "added", n)
 	}
 	var limits config.Limits
+	var probes []probe.Spec
 	if cfg != nil {
 		limits = cfg.File.Limits
+		if len(cfg.File.Probes) > 0 {
+			probes = cfg.File.Probes
+		}
 	}
 	scheduling := schedulingOf(cfg)
 	s, err := server.New(ctx, server.Options{Limits: limits, Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
+		Probes: probes, ProbesFile: filepath.Base(f.configFile), ProbeConcurrency: f.probeConcurrency,
 		MaxGrace: f.maxGrace, MaxGraceClass: graceClass, Scheduling: scheduling, Cluster: clusterOf(member),
 		Build: server.BuildInfo{Version: Version, Commit: binaryCommit()}})
 	if err != nil {

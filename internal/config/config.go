@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -40,6 +41,9 @@ type File struct {
 	// Limits bound what tenants may hold and send (arbiter serve; see
 	// limits.go).
 	Limits Limits `yaml:"limits"`
+	// Probes are the endpoints the server probes (arbiter serve; see
+	// internal/probe).
+	Probes []probe.Spec `yaml:"probes"`
 }
 
 // Options are the scheduler options as written.
@@ -147,6 +151,8 @@ func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 		}
 	}
 	checkNames(&f, &errs)
+	_, probeErrs := probe.Check(file, "probes", f.Probes)
+	errs = append(errs, probeErrs...)
 	fl, err := fleet.BuildPartial(f.Fleet, cat)
 	if err != nil {
 		add(err)

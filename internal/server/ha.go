@@ -185,11 +185,11 @@ func (s *Server) resume(ctx context.Context) error {
 		return err
 	}
 	s.cat.Store(cat)
-	s.policies.reset()
-	if err := s.policies.load(ctx); err != nil {
+	if err := s.probes.load(ctx); err != nil {
 		return err
 	}
-	if err := s.probes.load(ctx); err != nil {
+	s.policies.reset()
+	if err := s.policies.load(ctx); err != nil {
 		return err
 	}
 	s.alerts.reset()

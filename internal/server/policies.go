@@ -64,8 +64,9 @@ func newPolicyRunner(s *Server) *policyRunner {
 
 // knownTargets lists what policies may name: tenants, GPU models, regions,
 // workload classes (kinds, priority classes, "class" labels), pools
-// ("pool" labels of nodes) and services ("service" labels).
-func knownTargets(wd *world) policy.Targets {
+// ("pool" labels of nodes) and services ("service" labels), with the
+// services and classes the probes measure (probed).
+func knownTargets(wd *world, probed []policy.Target) policy.Targets {
 	set := func(m map[string]bool) []string {
 		out := make([]string, 0, len(m))
 		for k := range m {
@@ -87,6 +88,14 @@ func knownTargets(wd *world) policy.Targets {
 			services[v] = true
 		}
 	}
+	for _, t := range probed {
+		switch t.Kind {
+		case policy.TargetService:
+			services[t.Name] = true
+		case policy.TargetClass:
+			classes[t.Name] = true
+		}
+	}
 	for _, n := range wd.Nodes {
 		if p := n.Labels["pool"]; p != "" {
 			pools[p] = true
@@ -103,14 +112,15 @@ func knownTargets(wd *world) policy.Targets {
 	return k
 }
 
-// compile loads, resolves and builds an engine for a policy's source.
-func compile(wd *world, name, file, source string) (*policy.Policy, *policy.Engine, error) {
+// compile loads, resolves and builds an engine for a policy's source;
+// probed are the probes' targets.
+func compile(wd *world, probed []policy.Target, name, file, source string) (*policy.Policy, *policy.Engine, error) {
 	if file == "" {
 		file = name + ".yaml"
 	}
 	p, err := policy.Load(file, []byte(source))
 	if err == nil {
-		err = p.Resolve(knownTargets(wd))
+		err = p.Resolve(knownTargets(wd, probed))
 	}
 	if err != nil {
 		field := "source"
@@ -145,7 +155,7 @@ func (pr *policyRunner) load(ctx context.Context) error {
 		pr.mu.Lock()
 		defer pr.mu.Unlock()
 		for _, p := range ps {
-			_, eng, err := compile(wd, p.Name, p.File, p.Source)
+			_, eng, err := compile(wd, pr.s.probes.targets(), p.Name, p.File, p.Source)
 			if err != nil {
 				pr.s.log.Warn("policy no longer valid; skipped", "policy", p.Name, "err", err)
 				continue
@@ -413,7 +423,7 @@ func (s *Server) ApplyPolicy(ctx context.Context, name, file, source string) err
 		if err != nil {
 			return err
 		}
-		if _, eng, err = compile(wd, name, file, source); err != nil {
+		if _, eng, err = compile(wd, s.probes.targets(), name, file, source); err != nil {
 			return err
 		}
 		if err := store.Put(tx, p, store.Any); err != nil {

@@ -208,6 +208,18 @@ func (pr *probeRunner) record(r probe.Result, node string) {
 	pr.metrics.observe(r.Probe, r.Latency, r.OK)
 }
 
+// targets are the probes' targets (services and classes policies may
+// name), by probe name.
+func (pr *probeRunner) targets() []policy.Target {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	out := make([]policy.Target, 0, len(pr.probes))
+	for _, name := range sortedKeys(pr.probes) {
+		out = append(out, pr.probes[name].Target)
+	}
+	return out
+}
+
 // tasksFor lists the probes the agent of node (in region) runs.
 func (pr *probeRunner) tasksFor(node fleet.NodeID, region string) []api.ProbeTask {
 	pr.mu.Lock()

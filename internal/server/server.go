@@ -240,13 +240,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.cat.Store(cat)
 	s.metrics.register(&s.spot)
 	s.policies = newPolicyRunner(s)
-	if err := s.policies.load(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.st.View(ctx, s.spot.load(s)); err != nil {
-		return nil, err
-	}
-	s.loadFairShare(ctx)
+	// Probes first: policies may name the services they measure.
 	s.probes = newProbeRunner(s)
 	if o.Probes != nil {
 		err = s.probes.apply(ctx, o.ProbesFile, o.Probes)
@@ -256,6 +250,13 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.policies.load(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.st.View(ctx, s.spot.load(s)); err != nil {
+		return nil, err
+	}
+	s.loadFairShare(ctx)
 	s.alerts = newAlertRunner(s)
 	if o.AlertsSource != nil {
 		err = s.alerts.apply(ctx, o.AlertsFile, string(o.AlertsSource))

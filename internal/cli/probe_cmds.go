@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
+)
+
+func probeTable(ps api.Probes) func(tw *tabwriter.Writer) {
+	dur := func(d *api.Duration) string {
+		if d == nil {
+			return "-"
+		}
+		return time.Duration(*d).Round(100 * time.Microsecond).String()
+	}
+	return func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, "NAME\tTARGET\tFROM\tINTERVAL\tSAMPLES\tP50\tP95\tP99\tSUCCESS\tLAST")
+		for _, p := range ps.Items {
+			ok := "-"
+			if p.SuccessRatio != nil {
+				ok = fmt.Sprintf("%.1f%%", 100**p.SuccessRatio)
+			}
+			last := "-"
+			if l := p.Last; l != nil {
+				last = "ok"
+				if !l.OK {
+					last = l.Error
+				}
+				if l.Node != "" {
+					last += " (" + l.Node + ")"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Target, p.From, time.Duration(p.Interval), p.Samples,
+				dur(p.P50), dur(p.P95), dur(p.P99), ok, last)
+		}
+	}
+}
+
+func newProbeCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "probe", Aliases: []string{"probes"}, Short: "Latency probes of HTTP(S) endpoints, for policies and alerts (admin)", Args: cobra.NoArgs,
+		Long: `Probes time a request to an endpoint every interval, from the server or from
+chosen agents. Each attempt is a latency and a success sample of the probe's
+target (service:<name> unless it names one) and of the cluster: a policy on
+p95_latency or success_ratio of that target reads them. See docs/signals.md.`}
+	var lc conn
+	listCmd := &cobra.Command{
+		Use: "list", Short: "List the probes with their latency percentiles and success over the policy window (5m)", Args: cobra.NoArgs,
+		RunE: lc.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			ps, err := cl.Probes(ctx)
+			if err != nil {
+				return err
+			}
+			return lc.emit(out, ps, probeTable(ps))
+		}),
+	}
+	lc.bind(listCmd)
+	var ac conn
+	var file string
+	apply := &cobra.Command{
+		Use: "apply -f FILE", Short: "Replace the probes with a probes file (a probes: list)", Args: cobra.NoArgs,
+		RunE: ac.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+			if file == "" {
+				return errors.New("probe apply: -f FILE is required")
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			ps, err := cl.ApplyProbes(ctx, api.ProbesApply{File: filepath.Base(file), Source: string(data)})
+			if err != nil {
+				return err
+			}
+			return ac.emit(out, ps, probeTable(ps))
+		}),
+	}
+	ac.bind(apply)
+	apply.Flags().StringVarP(&file, "file", "f", "", "probes file (YAML)")
+	cmd.AddCommand(listCmd, apply)
+	return cmd
+}
