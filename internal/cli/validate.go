@@ -18,6 +18,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/names"
 	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/sim"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
@@ -37,8 +38,16 @@ type fileKind struct {
 }
 
 // fileKinds in the order ties are broken: config first, as `arbiter
-// validate` checked only configs before it knew the others.
+// validate` checked only configs before it knew the others, except a
+// file of probes: alone (a config may hold probes too, but such a file is
+// what probe apply reads).
 var fileKinds = []*fileKind{
+	{name: "probes", what: "endpoints to probe for latency (probe apply)",
+		keys: yamlfile.Keys(probe.File{}), need: []string{"probes"},
+		check: func(file string, data []byte) (error, []string) {
+			_, err := probe.Load(file, data)
+			return err, nil
+		}},
 	{name: "config", what: "fleet, tenants, reservations and workloads (schedule --config, serve --config)",
 		keys: yamlfile.Keys(config.File{}),
 		check: func(file string, data []byte) (error, []string) {

@@ -26,7 +26,7 @@ func writeFiles(t *testing.T, files map[string]string) string {
 // keys, checked as its kind, and valid.
 func TestValidateEveryExample(t *testing.T) {
 	want := map[string]string{
-		"alerts.yaml": "alert", "backfill.yaml": "config", "future-reservation.yaml": "config",
+		"alerts.yaml": "alert", "probes.yaml": "probes", "backfill.yaml": "config", "future-reservation.yaml": "config",
 		"schedule.yaml": "config", "tree.yaml": "config", "agent/config.yaml": "config", "agent/job.yaml": "workload",
 		"knobs/dynamic.yaml": "knobs", "knobs/hybrid.yaml": "knobs", "knobs/static.yaml": "knobs",
 		"policies/native.yaml": "policy", "policies/operators.yaml": "policy", "scenarios/openb.yaml": "scenario",
@@ -159,13 +159,13 @@ func TestValidateKinds(t *testing.T) {
 			"f.yaml:2:7: gpus: ask for at least 1 milli-GPU", 1},
 		{"knobs", "strategy: s\nobjective: [{metric: gpu_utilization}]\nknobs: [{path: a, values: [1]}]\n", nil, "knobs: ok", "", 0},
 		{"unknown keys", "foo: 1\nbar: 2\n", nil, "unknown kind: 1 problem",
-			"f.yaml:1:1: cannot tell what kind of file this is: its keys (foo, bar) are not those of a config, scenario, strategy, policy, alert, workload or knobs file; pass --kind config|scenario|strategy|policy|alert|workload|knobs", 1},
+			"f.yaml:1:1: cannot tell what kind of file this is: its keys (foo, bar) are not those of a probes, config, scenario, strategy, policy, alert, workload or knobs file; pass --kind probes|config|scenario|strategy|policy|alert|workload|knobs", 1},
 		{"a tie", "description: d\n", nil, "unknown kind", "its keys (description) fit a scenario or strategy file equally; pass --kind", 1},
 		{"a list", "- a\n", nil, "unknown kind", "f.yaml:1:1: not a mapping of keys", 1},
 		{"empty", "", nil, "unknown kind", "f.yaml:1:1: empty file", 1},
 		{"syntax", "a: [\n", nil, "unknown kind", "f.yaml:1:1: invalid YAML", 1},
 		{"--kind", "description: d\n", []string{"--kind", "strategy"}, "strategy: 1 problem", "f.yaml:1:1: name: a strategy needs a name", 1},
-		{"--kind unknown", "a: 1\n", []string{"--kind", "cfg"}, "", `validate: unknown kind "cfg": use one of config, scenario, strategy, policy, alert, workload, knobs`, 1},
+		{"--kind unknown", "a: 1\n", []string{"--kind", "cfg"}, "", `validate: unknown kind "cfg": use one of probes, config, scenario, strategy, policy, alert, workload, knobs`, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFiles(t, map[string]string{"f.yaml": tc.src})
