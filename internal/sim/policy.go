@@ -228,6 +228,7 @@ func (s *Sim) stepPolicy() {
 		p.windows.ObserveMetric(x.Metric, x.Target, s.sc.Start.Add(x.At), x.Value)
 		p.samples = p.samples[1:]
 	}
+	s.stepProbes(p.windows)
 	effects.Observe(p.windows, s.now, obs)
 	step := p.eng.Evaluate(s.now, policyMetrics{p})
 	active := make([]effects.Active, len(step.Active))

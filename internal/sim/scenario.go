@@ -12,6 +12,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/config"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -42,6 +43,11 @@ type Scenario struct {
 	Reservations []tenancy.Reservation `yaml:"reservations"`
 	Generators   []Generator           `yaml:"generators"`
 	Services     []Service             `yaml:"services"`
+	// Probes are the server config's probes, modelled: each attempt is one
+	// request to the service it targets (see probes.go).
+	Probes []probe.Spec `yaml:"probes"`
+	// probes is Probes checked, with their defaults.
+	probes []probe.Probe
 	// Classes group workload class labels into the classes results are
 	// reported by (see ClassGroup); a label none lists is its own class.
 	Classes []ClassGroup `yaml:"classes"`
@@ -291,6 +297,7 @@ func decodeScenario(file string, data []byte) (_ *Scenario, decodeErr error, _ y
 			}
 		}
 	}
+	s.checkProbes(file, &errs)
 	s.checkClasses(&errs, at)
 	if v := s.Economics.InternalGPUHourUSD; !(v >= 0) || math.IsInf(v, 1) {
 		errs.Add(at, "economics.internal_gpu_hour_usd", "the internal price is USD per GPU-hour ≥ 0, such as 1.56")

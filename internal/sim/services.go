@@ -76,6 +76,12 @@ type serviceState struct {
 
 	// lat holds the whole run's latencies over requests.
 	lat *serviceLatency
+
+	// ttftParts is the last step's TTFT distribution as users saw it;
+	// grid its quantiles for probes, when gridOK (see probes.go).
+	ttftParts []serving.Part
+	grid      [probeGrid]time.Duration
+	gridOK    bool
 }
 
 func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
@@ -216,6 +222,7 @@ func (st *serviceState) observe(flows []serving.Flow) {
 	ttft := append(requestParts(flows, st.ttftRes), serving.NeverPart(rejected))
 	e2e := append(requestParts(flows, st.results), serving.NeverPart(rejected))
 	st.ttft = [3]time.Duration{serving.MixQuantile(ttft, 0.5), serving.MixQuantile(ttft, 0.95), serving.MixQuantile(ttft, 0.99)}
+	st.ttftParts, st.gridOK = ttft, false
 	st.withinSLO = 1 - serving.MixExceed(ttft, st.spec.SLO)
 	st.lat.ttft.AddMix(ttft)
 	st.lat.e2e.AddMix(e2e)

@@ -134,6 +134,8 @@ type Sim struct {
 	capacity resource.MilliGPU
 
 	services []*serviceState
+	// probes are the scenario's probes of its services (probes.go).
+	probes []*simProbe
 	pods     []tracePod // trace pods to replay
 	pol      *policyRun
 	// tally keeps the live jobs' GPUs per policy target for the policy
@@ -261,6 +263,7 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.probes = s.newProbes(opt.Seed)
 	s.market = spot.New(cfg.Fleet)
 	s.metrics = newRecorder(s)
 	s.keyUsed = make([]int64, len(s.metrics.spotKeys))
