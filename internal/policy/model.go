@@ -69,11 +69,19 @@ const (
 	// MetricCapacityFailureRate is the mean share (fraction) of capacity
 	// requests that could not be served.
 	MetricCapacityFailureRate
+	// MetricBusyUtilization is the mean busy ratio (fraction) over the
+	// window of the GPUs measured: what NVML says the GPUs did, where
+	// MetricUtilization is the share handed out. On the server it comes
+	// from the agents' heartbeats; in the simulator from its busy model.
+	// A condition selects it with metric: busy_utilization, or with
+	// metric: utilization (resource_type + utilization_threshold in the
+	// operators' format) and utilization: busy.
+	MetricBusyUtilization
 	metricCount
 )
 
 var metricNames = [...]string{"", "utilization", "p50_latency", "p95_latency", "p99_latency",
-	"queue_wait", "pending_gpus", "spot_price", "capacity_failure_rate"}
+	"queue_wait", "pending_gpus", "spot_price", "capacity_failure_rate", "busy_utilization"}
 
 func (m Metric) String() string {
 	if m > MetricNone && m < metricCount {
@@ -111,7 +119,7 @@ func (m *Metric) UnmarshalYAMLScalar(s string) error {
 // Dim is the dimension the metric is measured in.
 func (m Metric) Dim() Dimension {
 	switch m {
-	case MetricUtilization, MetricCapacityFailureRate:
+	case MetricUtilization, MetricCapacityFailureRate, MetricBusyUtilization:
 		return DimFraction
 	case MetricP50Latency, MetricP95Latency, MetricP99Latency, MetricQueueWait:
 		return DimDuration
@@ -143,6 +151,8 @@ func (m Metric) Series() (name string, agg Aggregation, q float64) {
 		return "spot_price", AggLast, 0
 	case MetricCapacityFailureRate:
 		return "capacity_failure_rate", AggMean, 0
+	case MetricBusyUtilization:
+		return "busy_utilization", AggMean, 0
 	}
 	return "", AggLast, 0
 }
