@@ -133,10 +133,7 @@
 // flavors and regions; with no reading it has no value, and the condition
 // does not hold (docs/signals.md).
 //
-//	- metric: utilization
-//	  utilization: busy   # or allocation, the default
-//	  of: tenant:acme
-//	  below: 5%
+//	when: {metric: utilization, utilization: busy, of: tenant:acme, below: 5%}
 //
 // Actions and their fields:
 //
