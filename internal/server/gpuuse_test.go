@@ -126,7 +126,36 @@ func TestGPUUse(t *testing.T) {
 	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "busy", Source: rules}); err != nil {
 		t.Fatal(err)
 	}
+	// An alert reads busy_utilization through the same table.
+	hookURL, hook := webhookSink(t)
+	alerts := `webhook: ` + hookURL + `
+rules:
+  - name: idle_contoso
+    metric: busy_utilization
+    of: tenant:contoso
+    aggregation: avg
+    window: 1m
+    frequency: 1m
+    operator: "<"
+    threshold: 0.05
+`
+	if _, err := h.admin.ApplyAlerts(h.ctx, api.AlertsApply{File: "alerts.yaml", Source: alerts}); err != nil {
+		t.Fatal(err)
+	}
 	h.s.TickPolicies(h.ctx)
+	h.s.TickAlerts(h.ctx)
+	if v := alertValue(t, h, "busy_utilization"); v == nil || *v != 0.02 {
+		t.Errorf("the alert reads busy_utilization %v, want 0.02", v)
+	}
+	fired := false
+	for _, st := range h.s.alerts.out().Items {
+		fired = fired || st.Name == "idle_contoso" && st.State == "Fired"
+	}
+	if !fired {
+		t.Errorf("the busy_utilization alert did not fire: %+v", h.s.alerts.out().Items)
+	} else {
+		<-hook
+	}
 	tenant := func() map[string]float64 {
 		all := series(t, h.s.metrics)
 		return map[string]float64{"util": all[`arbiter_tenant_gpu_utilization_ratio{tenant="contoso"}`], "idle": all[`arbiter_allocated_idle_gpus{tenant="contoso"}`]}
