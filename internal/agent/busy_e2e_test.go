@@ -31,7 +31,7 @@ type pinnedClock struct {
 	now time.Time
 }
 
-func (c *pinnedClock) Now() time.Time           { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *pinnedClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *pinnedClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // TestBusyUtilizationEndToEnd (issue 23): an agent reads go-nvml's mock
