@@ -13,6 +13,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/policy/effects"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -170,7 +171,7 @@ func (s *Server) busySample(wd *world, now time.Time) []effects.Observation {
 				measured++
 			}
 		}
-		bt.AddNode(effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels["pool"], GPUs: n.GPUs}, busy, measured)
+		bt.AddNode(effects.Node{ID: n.ID, Model: n.Model, Region: n.Region, Pool: n.Labels[sched.PoolLabel], GPUs: n.GPUs}, busy, float64(measured))
 	}
 	u := &s.gpuUse
 	u.mu.Lock()
@@ -211,7 +212,7 @@ func (s *Server) busySample(wd *world, now time.Time) []effects.Observation {
 				}
 			}
 		}
-		bt.AddTenant(x.Tenant, busy, measured)
+		bt.AddTenant(x.Tenant, busy, float64(measured))
 	}
 	u.idleSince = since
 	tenants := make([]string, len(wd.Tenants))

@@ -19,12 +19,12 @@ type BusyTotals struct {
 }
 
 // AddNode adds gpus GPUs of node n measured with busy ratios summing to
-// busy.
-func (b *BusyTotals) AddNode(n Node, busy float64, gpus int) {
+// busy (GPUs, not whole ones: the simulator counts shares of a GPU).
+func (b *BusyTotals) AddNode(n Node, busy, gpus float64) {
 	if gpus <= 0 {
 		return
 	}
-	g := float64(gpus)
+	g := gpus
 	b.cluster += busy
 	b.clusterN += g
 	b.sum.add(policy.TargetFlavor, string(n.Model), busy)
@@ -39,12 +39,12 @@ func (b *BusyTotals) AddNode(n Node, busy float64, gpus int) {
 
 // AddTenant adds gpus GPUs a tenant's replicas hold, measured with busy
 // ratios summing to busy.
-func (b *BusyTotals) AddTenant(tenant string, busy float64, gpus int) {
+func (b *BusyTotals) AddTenant(tenant string, busy, gpus float64) {
 	if gpus <= 0 {
 		return
 	}
 	b.tenant.add(tenant, busy)
-	b.tenantN.add(tenant, float64(gpus))
+	b.tenantN.add(tenant, gpus)
 }
 
 // Tenant returns a tenant's mean busy ratio and whether any GPU of it
