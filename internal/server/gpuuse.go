@@ -229,6 +229,19 @@ func (s *Server) busySample(wd *world, now time.Time) []effects.Observation {
 	return bt.Observations(tenants)
 }
 
+// stepDownGPUs forgets the GPU readings and what the policy ticks
+// measured of them when a replica's term ends: agents heartbeat the new
+// leader, and sums over replicas count each GPU once.
+func (s *Server) stepDownGPUs() {
+	s.agents.mu.Lock()
+	s.agents.gpus = nil
+	s.agents.mu.Unlock()
+	u := &s.gpuUse
+	u.mu.Lock()
+	u.idleSince, u.tenantBusy, u.tenantIdle, u.idle = nil, nil, nil, nil
+	u.mu.Unlock()
+}
+
 // idleGPUs returns a replica run's idle GPUs as the last tick counted
 // them.
 func (s *Server) idleGPUs(workload string, startedAt time.Time, replica int) []int {

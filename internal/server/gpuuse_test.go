@@ -252,3 +252,81 @@ func lost(ns []api.Node, id string) bool {
 	}
 	return false
 }
+
+// TestGPUUsePerTenant: a tenant's busy ratio is the mean over the GPUs
+// its replicas hold, wherever they run (a gang over two nodes); GPUs of
+// a drained node, or without a reading, count for no one; a replica's
+// term ending forgets it all.
+func TestGPUUsePerTenant(t *testing.T) {
+	tc := newTestClock()
+	h := newHarness(t, testConfig, Options{Clock: tc.Now, RateLimit: -1})
+	if _, err := h.tenant("contoso").Submit(h.ctx, "contoso", spec("gang", 8, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.tenant("fabrikam").Submit(h.ctx, "fabrikam", spec("one", 4, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	where := map[string][]api.Replica{}
+	for _, x := range []struct{ tenant, name string }{{"contoso", "gang"}, {"fabrikam", "one"}} {
+		w, err := h.admin.Workload(h.ctx, x.tenant, x.name)
+		if err != nil || w.Running == nil {
+			t.Fatalf("%s not running: %v", x.name, err)
+		}
+		where[x.name] = w.Running.Replicas
+	}
+	gang, one := where["gang"], where["one"]
+	if gang[0].Node == gang[1].Node {
+		t.Fatalf("the gang's replicas share node %s", gang[0].Node)
+	}
+	// Every GPU of a node reads the same: gang's first node 80%, its
+	// second 40%; fabrikam's node 10% unless it is one of the gang's.
+	pct := map[string]int{gang[0].Node: 80, gang[1].Node: 40}
+	if _, ok := pct[one[0].Node]; !ok {
+		pct[one[0].Node] = 10
+	}
+	for node, p := range pct {
+		gs := make([]api.GPUInfo, 8)
+		for i := range gs {
+			gs[i] = gpuReadingAt(i, p)
+		}
+		if _, err := h.admin.Heartbeat(h.ctx, node, api.Heartbeat{GPUs: gs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenants := func() map[string]float64 {
+		out := named(series(t, h.s.metrics), "arbiter_tenant_gpu_utilization_ratio")
+		for k, v := range out {
+			out[k] = float64(int(v*1000+0.5)) / 1000 // to the per mille
+		}
+		return out
+	}
+	h.s.TickPolicies(h.ctx)
+	want := map[string]float64{
+		`arbiter_tenant_gpu_utilization_ratio{tenant="contoso"}`:  0.6, // (8×0.8 + 8×0.4)/16
+		`arbiter_tenant_gpu_utilization_ratio{tenant="fabrikam"}`: float64(pct[one[0].Node]) / 100,
+	}
+	if d := cmp.Diff(want, tenants()); d != "" {
+		t.Errorf("per tenant (-want +got):\n%s", d)
+	}
+	// Drain the gang's second node: its GPUs are out of service and
+	// count for no one, even before the gang is moved.
+	drained := true
+	if _, err := h.admin.UpdateNode(h.ctx, gang[1].Node, api.NodeUpdate{Drained: &drained}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	want[`arbiter_tenant_gpu_utilization_ratio{tenant="contoso"}`] = 0.8
+	if one[0].Node == gang[1].Node {
+		delete(want, `arbiter_tenant_gpu_utilization_ratio{tenant="fabrikam"}`)
+	}
+	if d := cmp.Diff(want, tenants()); d != "" {
+		t.Errorf("per tenant with %s drained (-want +got):\n%s", gang[1].Node, d)
+	}
+	h.s.stepDownGPUs()
+	for _, name := range []string{"arbiter_tenant_gpu_utilization_ratio", "arbiter_gpu_utilization_ratio", "arbiter_allocated_idle_gpus"} {
+		if got := named(series(t, h.s.metrics), name); len(got) != 0 {
+			t.Errorf("%s after the term ended: %v", name, got)
+		}
+	}
+}
