@@ -43,11 +43,14 @@ func (v *NVMLInventory) GPUs() ([]api.GPUInfo, error) {
 		if g.Model, ret = d.GetName(); ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("agent: NVML device %d name: %s", i, v.lib.ErrorString(ret))
 		}
+		// The server refuses readings out of range (a hostile node must
+		// not poison its metrics): a driver's quirks are clamped here.
 		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
-			g.MemoryMiB, g.MemoryUsedMiB = int64(m.Total>>20), int64(m.Used>>20)
+			g.MemoryMiB, g.MemoryUsedMiB = int64(min(m.Total>>20, 1<<24)), int64(min(m.Used, m.Total)>>20)
+			g.MemoryUsedMiB = min(g.MemoryUsedMiB, g.MemoryMiB)
 		}
 		if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
-			g.UtilizationPct = int(u.Gpu)
+			g.UtilizationPct = int(min(u.Gpu, 100))
 		}
 		out = append(out, g)
 	}

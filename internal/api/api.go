@@ -329,6 +329,10 @@ type Replica struct {
 	Node  string `json:"node"`
 	GPUs  []int  `json:"gpus"`
 	Milli int64  `json:"milli"`
+	// IdleGPUs are those of GPUs that its node's agent read under 5% busy
+	// (NVML) for the last 5 minutes, as the server's last policy tick
+	// counted them: GPUs allocated but not used (workload show only).
+	IdleGPUs []int `json:"idle_gpus,omitempty"`
 }
 
 // Assignment is where a running workload sits.

@@ -426,6 +426,11 @@ token acts for its own tenant only.`}
 					for i, r := range w.Running.Replicas {
 						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\n", i, r.Node, intsString(r.GPUs), r.Milli)
 					}
+					for i, r := range w.Running.Replicas {
+						if len(r.IdleGPUs) > 0 {
+							fmt.Fprintf(tw, "IDLE GPUS\treplica %d: %s (under 5%% busy for 5 minutes)\n", i, intsString(r.IdleGPUs))
+						}
+					}
 				}
 				if w.LastPreemption != "" {
 					fmt.Fprintf(tw, "\nLAST PREEMPTION\t%s\n", w.LastPreemption)

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,6 +109,61 @@ func exprTargets(ast *cel.Ast) []Target {
 	}
 	return out
 }
+
+// exprMetrics returns the metrics an expression calls.
+func exprMetrics(ast *cel.Ast) []Metric {
+	var out []Metric
+	root := celast.NavigateAST(ast.NativeRep())
+	for _, m := range AllMetrics() {
+		if len(celast.MatchDescendants(root, celast.FunctionMatcher(m.String()))) > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Metrics returns the metrics the policy's conditions read (metric
+// leaves and the metric functions expressions call), each once, in the
+// order first met: what a runtime must sample for it.
+func (p *Policy) Metrics() []Metric {
+	var out []Metric
+	add := func(m Metric) {
+		if m != MetricNone && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	var env *cel.Env
+	var walk func(c *Condition)
+	walk = func(c *Condition) {
+		switch c.Kind {
+		case CondMetric:
+			add(c.Metric)
+		case CondExpr:
+			if env == nil {
+				var err error
+				if env, err = newCELEnv(&exprScope{}); err != nil {
+					return
+				}
+			}
+			if ast, err := compileExpr(env, c.Expr); err == nil {
+				for _, m := range exprMetrics(ast) {
+					add(m)
+				}
+			}
+		case CondAll, CondAny:
+			for i := range c.Children {
+				walk(&c.Children[i])
+			}
+		}
+	}
+	for i := range p.Rules {
+		walk(&p.Rules[i].When)
+	}
+	return out
+}
+
+// Reads reports whether the policy's conditions read metric m.
+func (p *Policy) Reads(m Metric) bool { return slices.Contains(p.Metrics(), m) }
 
 // compileExprs type-checks every expr leaf of c, reporting problems.
 func (l *loader) compileExprs(c *Condition) {

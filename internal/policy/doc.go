@@ -65,7 +65,7 @@
 //	  - name: ai_training_priority
 //	    conditions:                          # several conditions: all must hold
 //	      - resource_type: gpu_cluster       # utilization of the whole fleet
-//	        utilization_threshold: 85%
+//	        utilization_threshold: 85%       # of GPUs handed out (add utilization: busy for NVML's)
 //	    actions:
 //	      - type: scale_down
 //	        target: developer_instances
@@ -96,8 +96,8 @@
 //	  - name: customer_sla_protection
 //	    description: free text, shown by `arbiter policy explain`
 //	    when:                     # exactly one of: metric, all, any, expr
-//	      metric: p95_latency     # utilization, p50/p95/p99_latency, queue_wait,
-//	                              # pending_gpus, spot_price, capacity_failure_rate,
+//	      metric: p95_latency     # utilization, busy_utilization, p50/p95/p99_latency,
+//	                              # queue_wait, pending_gpus, spot_price, capacity_failure_rate,
 //	                              # success_ratio (of probes: internal/probe)
 //	      of: service:coding-assistant   # kind:name, selector:k=v,k2=v2, cluster (default) or a bare name
 //	      above: 150ms            # or below:; in the metric's unit
@@ -121,6 +121,20 @@
 // and `now` is the evaluation time:
 //
 //	expr: "utilization() > 0.85 && p95_latency('service:chat') > duration('150ms')"
+//
+// Utilization comes in two meanings. metric: utilization (and the
+// operators' utilization_threshold) is allocation by default: the share of
+// the GPUs in service that is handed out to running work, what the arbiter
+// controls and what the operators' 85% rule is about. A condition that
+// adds utilization: busy (or names metric: busy_utilization) reads instead
+// the mean busy ratio NVML reports for the GPUs (MetricSources says
+// "agents": on the server, the agents' heartbeats; in the simulator, its
+// model of each kind of work): an efficiency signal. busy_utilization is
+// measured on the cluster, tenants (the GPUs their replicas hold), pools,
+// flavors and regions; with no reading it has no value, and the condition
+// does not hold (docs/signals.md).
+//
+//	when: {metric: utilization, utilization: busy, of: tenant:acme, below: 5%}
 //
 // Actions and their fields:
 //

@@ -113,6 +113,8 @@ func metricWords(m Metric) string {
 	switch m {
 	case MetricUtilization:
 		return "GPU utilization"
+	case MetricBusyUtilization:
+		return "busy GPU utilization (NVML)"
 	case MetricP50Latency:
 		return "median (p50) latency"
 	case MetricP95Latency:

@@ -70,6 +70,8 @@ func FuzzLoadOperators(f *testing.F) {
     max_duration: 1h
 `)
 	f.Add("scheduling_policies: [{name: a, conditions: [{}], actions: [{}]}]")
+	f.Add("scheduling_policies: [{name: b, conditions: [{resource_type: gpu_cluster, utilization_threshold: 85%, utilization: busy}], actions: [{type: notify, message: m}]}]")
+	f.Add("scheduling_policies: [{name: b, conditions: [{metric: busy_utilization, target: tenant:acme, threshold: 5%, utilization: allocation}], actions: [{type: notify, message: m}]}]")
 	f.Fuzz(func(t *testing.T, src string) {
 		if !strings.Contains(src, "scheduling_policies") {
 			src = "scheduling_policies:\n" + src
@@ -93,6 +95,8 @@ func FuzzLoadNative(f *testing.F) {
     dry_run: true
 `)
 	f.Add("policies: [{name: x, when: {expr: '1/0 > 0'}, then: [{type: drain, target: pool:p}]}]")
+	f.Add("policies: [{name: b, when: {metric: utilization, utilization: busy, of: pool:p, below: 5%}, then: [{type: notify, message: m}]}]")
+	f.Add("policies: [{name: b, when: {any: [{metric: busy_utilization, above: 90%}, {expr: 'busy_utilization(\"tenant:acme\") < 0.05'}], utilization: [x]}, then: [{type: notify, message: m}]}]")
 	f.Fuzz(func(t *testing.T, src string) {
 		if !strings.Contains(src, "policies") {
 			src = "policies:\n" + src

@@ -45,6 +45,9 @@ type opCond struct {
 	Threshold            yaml.Node `yaml:"threshold"`
 	Duration             *Duration `yaml:"duration"`
 	Hysteresis           yaml.Node `yaml:"hysteresis"`
+	// Utilization selects what a utilization condition measures:
+	// allocation (the default) or busy (see utilizationKind).
+	Utilization yaml.Node `yaml:"utilization"`
 }
 
 type nativeRule struct {
@@ -57,15 +60,17 @@ type nativeRule struct {
 
 type nativeCond struct {
 	Pos        Pos
-	Metric     *Metric      `yaml:"metric"`
-	Of         yaml.Node    `yaml:"of"`
-	Above      yaml.Node    `yaml:"above"`
-	Below      yaml.Node    `yaml:"below"`
-	For        *Duration    `yaml:"for"`
-	Hysteresis yaml.Node    `yaml:"hysteresis"`
-	All        []nativeCond `yaml:"all"`
-	Any        []nativeCond `yaml:"any"`
-	Expr       *string      `yaml:"expr"`
+	Metric     *Metric   `yaml:"metric"`
+	Of         yaml.Node `yaml:"of"`
+	Above      yaml.Node `yaml:"above"`
+	Below      yaml.Node `yaml:"below"`
+	For        *Duration `yaml:"for"`
+	Hysteresis yaml.Node `yaml:"hysteresis"`
+	// Utilization is allocation (the default) or busy; see utilizationKind.
+	Utilization yaml.Node    `yaml:"utilization"`
+	All         []nativeCond `yaml:"all"`
+	Any         []nativeCond `yaml:"any"`
+	Expr        *string      `yaml:"expr"`
 }
 
 type rawAction struct {
@@ -251,6 +256,7 @@ func (l *loader) opCond(path string, c opCond) Condition {
 		if c.Target.Kind != 0 {
 			l.errs.Add(l.nodePos(&c.Target, c.Pos), path+".target", "a utilization condition names what it measures in resource_type: move the target there")
 		}
+		l.utilizationKind(&cond, &c.Utilization)
 		if !present(&c.UtilizationThreshold) {
 			l.errs.Add(c.Pos, path+".utilization_threshold", "missing: write utilization_threshold: 85%%")
 		} else {
@@ -268,6 +274,7 @@ func (l *loader) opCond(path string, c opCond) Condition {
 			cond.at["target"] = l.nodePos(&c.Target, c.Pos)
 			cond.targetField = "target"
 		}
+		l.utilizationKind(&cond, &c.Utilization)
 		if !present(&c.Threshold) {
 			l.errs.Add(c.Pos, path+".threshold", "missing: write threshold: with %s", nonEmpty(cond.Metric.Dim().example(), "a value"))
 		} else {
@@ -280,6 +287,53 @@ func (l *loader) opCond(path string, c opCond) Condition {
 	l.leafHysteresis(&cond, &c.Hysteresis)
 	l.checkLeafTarget(&cond)
 	return cond
+}
+
+// Values of a condition's utilization: field.
+const (
+	// UtilizationAllocation is the share of GPUs handed out to running
+	// work (metric utilization): what the arbiter controls, and what the
+	// operators' utilization_threshold means unless told otherwise.
+	UtilizationAllocation = "allocation"
+	// UtilizationBusy is what NVML says the GPUs did (metric
+	// busy_utilization): an efficiency signal.
+	UtilizationBusy = "busy"
+)
+
+// utilizationKind applies a condition's utilization: field to its
+// metric: allocation keeps utilization, busy makes it busy_utilization.
+// The field belongs to utilization conditions only.
+func (l *loader) utilizationKind(c *Condition, n *yaml.Node) {
+	if n.Kind == 0 {
+		return
+	}
+	pos := l.nodePos(n, c.Pos)
+	field := c.Path + ".utilization"
+	c.at["utilization"] = pos
+	if n.Kind != yaml.ScalarNode || !present(n) {
+		l.errs.Add(pos, field, "want %s or %s", UtilizationAllocation, UtilizationBusy)
+		return
+	}
+	switch v := n.Value; {
+	case c.Metric != MetricUtilization && c.Metric != MetricBusyUtilization:
+		l.errs.Add(pos, field, "utilization: applies to utilization conditions, not to %s: remove it", nonEmpty(metricNameOr(c.Metric), "a condition without a metric"))
+	case v == UtilizationBusy:
+		c.Metric = MetricBusyUtilization
+	case v == UtilizationAllocation:
+		if c.Metric == MetricBusyUtilization {
+			l.errs.Add(pos, field, "utilization: allocation contradicts metric busy_utilization: write metric: utilization for the share of GPUs handed out")
+		}
+	default:
+		l.errs.Add(pos, field, "unknown utilization %q%s: write %s (GPUs handed out, the default) or %s (what NVML says the GPUs do)",
+			v, didYouMean(v, []string{UtilizationAllocation, UtilizationBusy}), UtilizationAllocation, UtilizationBusy)
+	}
+}
+
+func metricNameOr(m Metric) string {
+	if m == MetricNone {
+		return ""
+	}
+	return m.String()
 }
 
 func nonEmpty(s, def string) string {
@@ -371,7 +425,7 @@ func (l *loader) nativeRule(path string, r nativeRule) Rule {
 func (l *loader) nativeCond(path string, c nativeCond, depth int) Condition {
 	cond := Condition{Pos: c.Pos, Path: path, at: map[string]Pos{}}
 	forms := 0
-	for _, b := range []bool{c.Metric != nil || c.Above.Kind != 0 || c.Below.Kind != 0, c.All != nil, c.Any != nil, c.Expr != nil} {
+	for _, b := range []bool{c.Metric != nil || c.Above.Kind != 0 || c.Below.Kind != 0 || c.Utilization.Kind != 0, c.All != nil, c.Any != nil, c.Expr != nil} {
 		if b {
 			forms++
 		}
@@ -425,6 +479,7 @@ func (l *loader) nativeCond(path string, c nativeCond, depth int) Condition {
 			cond.at["target"] = l.nodePos(&c.Of, c.Pos)
 			cond.targetField = "of"
 		}
+		l.utilizationKind(&cond, &c.Utilization)
 		switch {
 		case c.Above.Kind != 0 && c.Below.Kind != 0:
 			l.errs.Add(c.Pos, path, "write above or below, not both (use any: for a band)")

@@ -72,11 +72,19 @@ const (
 	// MetricSuccessRatio is the mean share (fraction) of a service's
 	// probe attempts that succeeded (see internal/probe).
 	MetricSuccessRatio
+	// MetricBusyUtilization is the mean busy ratio (fraction) over the
+	// window of the GPUs measured: what NVML says the GPUs did, where
+	// MetricUtilization is the share handed out. On the server it comes
+	// from the agents' heartbeats; in the simulator from its busy model.
+	// A condition selects it with metric: busy_utilization, or with
+	// metric: utilization (resource_type + utilization_threshold in the
+	// operators' format) and utilization: busy.
+	MetricBusyUtilization
 	metricCount
 )
 
 var metricNames = [...]string{"", "utilization", "p50_latency", "p95_latency", "p99_latency",
-	"queue_wait", "pending_gpus", "spot_price", "capacity_failure_rate", "success_ratio"}
+	"queue_wait", "pending_gpus", "spot_price", "capacity_failure_rate", "success_ratio", "busy_utilization"}
 
 func (m Metric) String() string {
 	if m > MetricNone && m < metricCount {
@@ -114,7 +122,7 @@ func (m *Metric) UnmarshalYAMLScalar(s string) error {
 // Dim is the dimension the metric is measured in.
 func (m Metric) Dim() Dimension {
 	switch m {
-	case MetricUtilization, MetricCapacityFailureRate, MetricSuccessRatio:
+	case MetricUtilization, MetricCapacityFailureRate, MetricSuccessRatio, MetricBusyUtilization:
 		return DimFraction
 	case MetricP50Latency, MetricP95Latency, MetricP99Latency, MetricQueueWait:
 		return DimDuration
@@ -148,6 +156,8 @@ func (m Metric) Series() (name string, agg Aggregation, q float64) {
 		return "capacity_failure_rate", AggMean, 0
 	case MetricSuccessRatio:
 		return "success", AggMean, 0
+	case MetricBusyUtilization:
+		return "busy_utilization", AggMean, 0
 	}
 	return "", AggLast, 0
 }

@@ -55,6 +55,12 @@ const (
 	// source (POST /v1/metrics); in the simulator, from its service and
 	// capacity models or a scenario's scripted samples.
 	Pushed
+	// FromAgents metrics are measured on the GPUs: on the server, from the
+	// NVML readings node agents send in their heartbeats; in the
+	// simulator, from its model of how busy each kind of work keeps its
+	// GPUs. The policy runtime samples them (effects.BusyTotals) on both
+	// sides, each from its own readings.
+	FromAgents
 )
 
 func (s Source) String() string {
@@ -63,6 +69,8 @@ func (s Source) String() string {
 		return "world"
 	case Pushed:
 		return "pushed"
+	case FromAgents:
+		return "agents"
 	}
 	return fmt.Sprintf("Source(%d)", int(s))
 }
@@ -83,6 +91,8 @@ var MetricSources = map[Metric]map[TargetKind]Source{
 	MetricCapacityFailureRate: {TargetCluster: Pushed, TargetTenant: Pushed, TargetClass: Pushed, TargetPool: Pushed,
 		TargetFlavor: Pushed, TargetRegion: Pushed},
 	MetricSuccessRatio: {TargetCluster: Pushed, TargetService: Pushed, TargetClass: Pushed, TargetSelector: Pushed},
+	MetricBusyUtilization: {TargetCluster: FromAgents, TargetTenant: FromAgents, TargetPool: FromAgents,
+		TargetFlavor: FromAgents, TargetRegion: FromAgents},
 }
 
 // metricKinds says which target kinds each metric can be measured on

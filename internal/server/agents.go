@@ -45,6 +45,8 @@ type agents struct {
 	// on the node's address) and the key the server signs requests with.
 	logURL map[fleet.NodeID]string
 	logKey map[fleet.NodeID]string
+	// gpus are each node's latest GPU readings (gpuuse.go).
+	gpus map[fleet.NodeID]gpuReading
 	// ignored counts reports refused because they name a replica run the
 	// server did not assign to the reporting node.
 	ignored atomic.Int64
@@ -76,6 +78,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err := checkReports(hb.Reports); err != nil {
 		return err
 	}
+	if err := checkGPUs(hb.GPUs); err != nil {
+		return err
+	}
 	if err := s.checkLogEndpoint(r, id, hb.LogURL, hb.LogKey); err != nil {
 		return err
 	}
@@ -84,6 +89,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.agents.recordGPUs(id, s.now(), hb.GPUs) // a registered node's (applyHeartbeat found it)
 	if len(hb.ProbeResults) > 0 {
 		if err := s.probes.fromAgent(id, s.nodeRegion(r.Context(), id), hb.ProbeResults); err != nil {
 			return err
@@ -330,44 +336,53 @@ func (s *Server) watchNodes(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := s.now()
-		var lost map[fleet.NodeID]time.Duration
-		err := s.st.View(ctx, func(tx store.ReadTx) (err error) {
-			lost, err = s.lostNodes(tx, now, started)
-			return err
-		})
-		if err != nil || len(lost) == 0 {
-			continue
-		}
-		var ids []fleet.NodeID
-		err = s.st.Update(ctx, func(tx store.WriteTx) error {
-			ids = ids[:0]
-			for id, grace := range lost {
-				n, err := store.Get[store.Node](tx, string(id))
-				if err != nil || n.Down {
-					continue
-				}
-				n.Down, n.Lost = true, true
-				if err := store.Put(tx, n, n.Meta.Revision); err != nil {
-					return err
-				}
-				msg := fmt.Sprintf("no heartbeat for more than %v (its lease) plus %v (the longest grace period of its replicas)", after, grace)
-				if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventNodeLost, Object: store.NodeObject(id), Message: msg}); err != nil {
-					return err
-				}
-				ids = append(ids, id)
-			}
-			return nil
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Error("node watch: marking nodes lost", "err", err)
-			}
-			continue
-		}
-		s.log.Warn("nodes lost: lease not renewed", "nodes", ids, "lease", after.String())
-		s.notify(true)
+		s.checkLeases(ctx, started)
 	}
+}
+
+// checkLeases marks lost the agent-run nodes whose lease and grace ran
+// out at now (a restarted server counts from started) and drops their GPU
+// readings.
+func (s *Server) checkLeases(ctx context.Context, started time.Time) {
+	after := s.opts.NodeLostAfter
+	now := s.now()
+	var lost map[fleet.NodeID]time.Duration
+	err := s.st.View(ctx, func(tx store.ReadTx) (err error) {
+		lost, err = s.lostNodes(tx, now, started)
+		return err
+	})
+	if err != nil || len(lost) == 0 {
+		return
+	}
+	var ids []fleet.NodeID
+	err = s.st.Update(ctx, func(tx store.WriteTx) error {
+		ids = ids[:0]
+		for id, grace := range lost {
+			n, err := store.Get[store.Node](tx, string(id))
+			if err != nil || n.Down {
+				continue
+			}
+			n.Down, n.Lost = true, true
+			if err := store.Put(tx, n, n.Meta.Revision); err != nil {
+				return err
+			}
+			msg := fmt.Sprintf("no heartbeat for more than %v (its lease) plus %v (the longest grace period of its replicas)", after, grace)
+			if err := store.AppendEvent(tx, &store.Event{Time: now, Type: store.EventNodeLost, Object: store.NodeObject(id), Message: msg}); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("node watch: marking nodes lost", "err", err)
+		}
+		return
+	}
+	s.agents.forgetGPUs(ids) // no stale busy values
+	s.log.Warn("nodes lost: lease not renewed", "nodes", ids, "lease", after.String())
+	s.notify(true)
 }
 
 // lostNodes returns the agent-run nodes whose lease and grace have run

@@ -24,6 +24,7 @@ var bodyRoutes = []struct {
 	{"POST", "/v1/tenants/contoso/tokens", "admin", `{"name":"ci"}`},
 	{"POST", "/v1/nodes/n9/tokens", "admin", `{"name":"agent"}`},
 	{"PATCH", "/v1/nodes/eus-a-n0001", "admin", `{"drained":true,"labels":{"pool":"batch"}}`},
+	{"POST", "/v1/nodes/eus-a-n0001/heartbeat", "admin", `{"gpus":[{"index":0,"uuid":"GPU-1","model":"NVIDIA A100","memory_mib":81920,"memory_used_mib":512,"utilization_pct":37},{"index":1,"utilization_pct":101}],"running":[]}`},
 	{"POST", "/v1/nodes", "admin", `{"id":"n9","region":"eastus","zone":"1","block":"eus-h","sku":"Standard_ND96isr_H100_v5"}`},
 	{"PUT", "/v1/alerts", "admin", `{"file":"a.yaml","source":"rules:\n  - {name: r, metric: pending_gpus, aggregation: avg, window: 5m, frequency: 1m, operator: '>', threshold: 1}\n"}`},
 	{"POST", "/v1/policies", "admin", `{"name":"p","source":"policies:\n  - name: r\n    when: {metric: utilization, above: 85%}\n    then: [{type: set_limit, target: tenant:contoso, limit: 8}]\n"}`},

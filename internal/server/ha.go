@@ -144,6 +144,7 @@ func (s *Server) runCluster(ctx context.Context) {
 		s.runLoops(lctx)
 		s.ready.Store(false)
 		s.metrics.stepDown()
+		s.stepDownGPUs()
 	})
 }
 

@@ -201,7 +201,9 @@ func (pr *policyRunner) sample(wd *world, now time.Time) {
 	for i, t := range wd.Tenants {
 		tenants[i] = t.Name
 	}
-	effects.Observe(pr.windows, now, effects.Sample(runtimeWorld(wd, nil), tenants, wd.Down))
+	obs := effects.Sample(runtimeWorld(wd, nil), tenants, wd.Down)
+	obs = append(obs, pr.s.busySample(wd, now)...) // busy_utilization, from the agents' readings
+	effects.Observe(pr.windows, now, obs)
 }
 
 // tick samples metrics, evaluates every policy and records the firings.

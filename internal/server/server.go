@@ -149,6 +149,7 @@ type Server struct {
 	pageKey    []byte // signs continue tokens (paging.go)
 	handler    http.Handler
 	agents     agents
+	gpuUse     gpuUse        // the allocated GPUs' use, as the last policy tick measured it
 	limits     config.Limits // Options.Limits with defaults
 }
 
@@ -217,6 +218,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.opts.AdminToken = "" // only its hash is kept, in the store
 	s.why.Store(&whyIndex{})
 	s.metrics = newMetrics(o.Build)
+	s.metrics.register(newGPUCollector(s))
 	if co, ok := o.Store.(commitObserver); ok {
 		s.metrics.watchCommits(co)
 	}

@@ -259,6 +259,11 @@ func (s *Server) getWorkload(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	o := workloadOut(x)
+	if o.Running != nil {
+		for i := range o.Running.Replicas {
+			o.Running.Replicas[i].IdleGPUs = s.idleGPUs(x.Key(), x.Running.StartedAt, i)
+		}
+	}
 	acts := s.policies.inForceNow()
 	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
 		s.effectsOf(tx, x, acts, s.lastPending(x)).apply(&o)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/policy/effects"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -37,6 +38,10 @@ type policyRun struct {
 	nodes []effects.Node
 	// capacity is the nodes' GPUs per target (summed once).
 	capacity *effects.Capacity
+	// busy is set when the policy reads busy_utilization (busy.go);
+	// nodeIdx finds a node's place in nodes.
+	busy    bool
+	nodeIdx map[fleet.NodeID]int
 }
 
 // Firing is one entry of a run's policy log, with what it did.
@@ -160,7 +165,7 @@ func (s *Sim) loadPolicy() error {
 		return err
 	}
 	s.pol = &policyRun{eng: eng, name: PolicyName(s.st.Policies), rt: effects.NewState(), eff: &effects.Effects{},
-		windows: policy.NewWindows(effects.Window), samples: slices.Clone(s.samples)}
+		windows: policy.NewWindows(effects.Window), samples: slices.Clone(s.samples), busy: p.Reads(policy.MetricBusyUtilization)}
 	for _, t := range s.cfg.Tree.Tenants {
 		s.pol.tenants = append(s.pol.tenants, t.Name)
 	}
@@ -229,6 +234,9 @@ func (s *Sim) stepPolicy() {
 		p.samples = p.samples[1:]
 	}
 	s.stepProbes(p.windows)
+	if p.busy {
+		obs = append(obs, s.busySample(world.Nodes)...)
+	}
 	effects.Observe(p.windows, s.now, obs)
 	step := p.eng.Evaluate(s.now, policyMetrics{p})
 	active := make([]effects.Active, len(step.Active))

@@ -136,8 +136,8 @@ type Sim struct {
 	services []*serviceState
 	// probes are the scenario's probes of its services (probes.go).
 	probes []*simProbe
-	pods     []tracePod // trace pods to replay
-	pol      *policyRun
+	pods   []tracePod // trace pods to replay
+	pol    *policyRun
 	// tally keeps the live jobs' GPUs per policy target for the policy
 	// sample (nil without policies).
 	tally *gpuTally
