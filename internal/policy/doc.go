@@ -113,6 +113,24 @@
 //	    dry_run: false            # default false
 //	    hysteresis: 5%            # default for leaves measured in that unit
 //
+// A leaf may read a Prometheus query instead of a metric, in either format
+// (operators: the same keys with threshold: and duration:):
+//
+//	when:
+//	  source: prometheus
+//	  server: http://127.0.0.1:9090        # http(s), no userinfo, ≤ 2048 bytes
+//	  query: histogram_quantile(0.95, sum by (le, service) (rate(request_seconds_bucket[1m])))
+//	  target_label: service                # each series is service:<its label>; omit for one series (cluster)
+//	  of: service:coding-assistant         # the target this leaf tests
+//	  above: 150ms                         # in base units: seconds, fractions
+//	  for: 5m
+//	  no_data: false                       # no data, stale or failed: false (default), true, or hold (last state)
+//
+// The package runs no query: the caller runs each of Engine.PromQueries,
+// records the samples with Windows.Observe under PromQuery.Series (for the
+// targets PromQuery.TargetFor names) and drops the series on a failure;
+// the leaf reads the newest sample, no older than Windows.SetMaxAge.
+//
 // Combinations: `all: [cond, ...]`, `any: [cond, ...]`, nested up to 8
 // levels. Expressions: `expr: "<CEL>"` with one function per metric taking a
 // target string ("service:chat") or nothing (the cluster); time metrics

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,8 @@ func FuzzLoadOperators(f *testing.F) {
     max_duration: 1h
 `)
 	f.Add("scheduling_policies: [{name: a, conditions: [{}], actions: [{}]}]")
+	f.Add(promOperators)
+	f.Add("scheduling_policies: [{name: a, conditions: [{source: prometheus, server: 'https://[::1]:9090/p', query: up, target: service:x, target_label: service, threshold: 1, no_data: true}], actions: [{type: drain, target: pool:p}]}]")
 	f.Fuzz(func(t *testing.T, src string) {
 		if !strings.Contains(src, "scheduling_policies") {
 			src = "scheduling_policies:\n" + src
@@ -93,6 +96,8 @@ func FuzzLoadNative(f *testing.F) {
     dry_run: true
 `)
 	f.Add("policies: [{name: x, when: {expr: '1/0 > 0'}, then: [{type: drain, target: pool:p}]}]")
+	f.Add(fmt.Sprintf(promNative, "hold"))
+	f.Add("policies: [{name: x, when: {source: prometheus, server: 'http://u:p@h', query: '', target_label: '0', of: cluster, above: 1, no_data: 2}, then: [{type: drain, target: pool:p}]}]")
 	f.Fuzz(func(t *testing.T, src string) {
 		if !strings.Contains(src, "policies") {
 			src = "policies:\n" + src
