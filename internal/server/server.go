@@ -128,6 +128,7 @@ type Server struct {
 	sources    *limiter // per source address, before authentication
 	metrics    *metrics
 	policies   *policyRunner
+	prom       *promClient
 	spot       spotMarket
 	fair       fairState // decayed usage (options.fair_share), leader only
 	alerts     *alertRunner
@@ -231,6 +232,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.cat.Store(cat)
 	s.metrics.register(&s.spot)
 	s.policies = newPolicyRunner(s)
+	s.prom = newPromClient()
 	if err := s.policies.load(ctx); err != nil {
 		return nil, err
 	}
@@ -274,6 +276,7 @@ func (s *Server) runLoops(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { s.alertLoop(ctx) })
+	wg.Go(func() { s.promLoop(ctx) })
 	go s.watchNodes(ctx)
 	wg.Go(func() { s.pruneLoop(ctx) })
 	wg.Go(func() { s.lastUseLoop(ctx) })
