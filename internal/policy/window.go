@@ -258,6 +258,23 @@ func (ws *Windows) Drop(series string) {
 	}
 }
 
+// Targets returns the targets a series has samples for, in order.
+func (ws *Windows) Targets(series string) []Target {
+	var out []Target
+	for k := range ws.series {
+		if k.series == series {
+			out = append(out, k.target)
+		}
+	}
+	slices.SortFunc(out, func(a, b Target) int {
+		if a.Kind != b.Kind {
+			return int(a.Kind) - int(b.Kind)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
 // Window returns the window of a series and target, or nil.
 func (ws *Windows) Window(series string, target Target) *Window {
 	return ws.series[seriesKey{series, target}]

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/alert"
 	"github.com/arbiterhq/arbiter/internal/policy"
 )
 
@@ -268,6 +269,21 @@ func (pr *policyRunner) promQueries() []policy.PromQuery {
 	return out
 }
 
+// promSamples returns the alert samples of a Prometheus query: one per
+// target its last result gave, while fresh (see Windows.SetMaxAge).
+func (pr *policyRunner) promSamples(q policy.PromQuery, now time.Time) []alert.Sample {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.windows.Advance(now)
+	var out []alert.Sample
+	for _, t := range pr.windows.Targets(q.Series()) {
+		if v, ok := pr.windows.Value(policy.Query{Series: q.Series(), Target: t}); ok {
+			out = append(out, alert.Sample{Metric: q.Series(), Labels: alert.Dims(t), Value: v})
+		}
+	}
+	return out
+}
+
 // recordProm records a query's result at time at in the windows: the
 // series is replaced by the targets the result gives (none on err).
 func (pr *policyRunner) recordProm(q policy.PromQuery, at time.Time, values map[policy.Target]float64) {
@@ -279,12 +295,22 @@ func (pr *policyRunner) recordProm(q policy.PromQuery, at time.Time, values map[
 	}
 }
 
-// PollSources runs every Prometheus query the applied policies read once
-// now, promWorkers at a time, and records the results (the leader's loop
-// does so every policy interval; tests call it to drive the source on a
-// pinned clock). It returns when every query answered or timed out.
+// PollSources runs every Prometheus query the applied policies and alert
+// rules read once now, promWorkers at a time, and records the results
+// (the leader's loop does so every policy interval; tests call it to
+// drive the source on a pinned clock). It returns when every query
+// answered or timed out.
 func (s *Server) PollSources(ctx context.Context) {
 	qs := s.policies.promQueries()
+	seen := map[string]bool{}
+	for _, q := range qs {
+		seen[q.Series()] = true
+	}
+	for _, q := range s.alerts.promQueries() {
+		if !seen[q.Series()] {
+			qs = append(qs, q)
+		}
+	}
 	if len(qs) == 0 {
 		return
 	}

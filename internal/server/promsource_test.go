@@ -445,3 +445,63 @@ func TestPromSourceRefusedAtApply(t *testing.T) {
 		}
 	}
 }
+
+// TestPromSourceAlert: an alert rule reading a Prometheus query gets the
+// server's poll of it: split by service, the slow service's alert fires
+// with its value; a failing Prometheus leaves it fired (no data), and it
+// resolves once the service is fast again.
+func TestPromSourceAlert(t *testing.T) {
+	fp := newFakeProm(t)
+	fp.set(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[
+			{"metric":{"service":"chat"},"value":[1,"0.25"]},{"metric":{"service":"code"},"value":[1,"0.02"]}]}}`)
+	})
+	hookURL, got := webhookSink(t)
+	clock := newTestClock()
+	h := newHarness(t, testConfig, Options{Clock: clock.Now, RateLimit: -1})
+	rules := `webhook: ` + hookURL + `
+rules:
+  - name: slow-service
+    source: prometheus
+    server: ` + fp.URL + `
+    query: histogram_quantile(0.95, sum by (le, service) (rate(request_seconds_bucket[1m])))
+    target_label: service
+    of: service:*
+    split: true
+    aggregation: max
+    window: 1m
+    frequency: 1m
+    operator: ">"
+    threshold: 0.15
+`
+	if _, err := h.admin.ApplyAlerts(h.ctx, api.AlertsApply{File: "alerts.yaml", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.PollSources(h.ctx)
+	if n := h.s.TickAlerts(h.ctx); n != 1 {
+		t.Fatalf("delivered %d notifications, want 1", n)
+	}
+	p := <-got
+	c := p.Data.AlertContext.Condition.AllOf[0]
+	if p.Data.Essentials.MonitorCondition != "Fired" || c.MetricValue != 0.25 || len(c.Dimensions) != 1 || c.Dimensions[0].Value != "chat" ||
+		!strings.Contains(c.MetricName, "histogram_quantile") {
+		t.Fatalf("payload %+v", p)
+	}
+	// A failing Prometheus is no data, which for alert rules is neither a
+	// breach nor a recovery: the alert stays fired.
+	fp.set(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	clock.Advance(2 * time.Minute)
+	h.s.PollSources(h.ctx)
+	if n := h.s.TickAlerts(h.ctx); n != 0 {
+		t.Fatalf("after Prometheus failed: %d notifications, want none (no data)", n)
+	}
+	fp.set(vectorAnswer("chat", 0.02))
+	clock.Advance(2 * time.Minute)
+	h.s.PollSources(h.ctx)
+	if n := h.s.TickAlerts(h.ctx); n != 1 {
+		t.Fatalf("after chat recovered: %d notifications, want the resolution", n)
+	}
+	if p := <-got; p.Data.Essentials.MonitorCondition != "Resolved" {
+		t.Errorf("got %s, want Resolved", p.Data.Essentials.MonitorCondition)
+	}
+}
