@@ -386,7 +386,7 @@ func (ar *alertRunner) out() api.Alerts {
 	for _, st := range ar.eval.States() {
 		r := st.Rule
 		a := api.AlertRule{Name: r.Name, Description: r.Description, Metric: r.Metric, Labels: r.Labels, Aggregation: r.Aggregation,
-			Of:     ofString(r),
+			Of: ofString(r), Source: r.Source, Server: r.Server, Query: r.Query, TargetLabel: r.TargetLabel,
 			Window: api.Duration(r.Window), Frequency: api.Duration(r.Frequency), Operator: r.Operator, Threshold: r.Threshold,
 			Severity: r.Sev(), AutoMitigate: r.Mitigates(), Enabled: r.On(), State: "NotEvaluated", Split: r.Split}
 		for _, in := range st.Instances {

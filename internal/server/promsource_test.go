@@ -487,6 +487,11 @@ rules:
 		!strings.Contains(c.MetricName, "histogram_quantile") {
 		t.Fatalf("payload %+v", p)
 	}
+	as, err := h.admin.Alerts(h.ctx)
+	if err != nil || len(as.Items) != 1 || as.Items[0].Source != "prometheus" || as.Items[0].Of != "service:*" || as.Items[0].Metric != "" ||
+		!strings.HasPrefix(as.Items[0].Query, "histogram_quantile") || as.Items[0].State != "Fired" {
+		t.Fatalf("alerts list %+v %v", as, err)
+	}
 	// A failing Prometheus is no data, which for alert rules is neither a
 	// breach nor a recovery: the alert stays fired.
 	fp.set(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
