@@ -45,6 +45,9 @@ type policyRunner struct {
 	revs     map[string]int64
 	notified map[string]map[string]savedNotice
 	saved    []byte
+	// promSeries are the Prometheus queries' series recorded in windows
+	// (promsource.go).
+	promSeries map[string]bool
 }
 
 func (pr *policyRunner) generation() uint64 {

@@ -293,6 +293,23 @@ func (pr *policyRunner) recordProm(q policy.PromQuery, at time.Time, values map[
 	for t, v := range values {
 		pr.windows.Observe(q.Series(), t, at, v)
 	}
+	if pr.promSeries == nil {
+		pr.promSeries = map[string]bool{}
+	}
+	pr.promSeries[q.Series()] = true
+}
+
+// pruneProm drops the series of queries no policy or alert rule reads
+// any more (keep holds the series of those that do).
+func (pr *policyRunner) pruneProm(keep map[string]bool) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for series := range pr.promSeries {
+		if !keep[series] {
+			pr.windows.Drop(series)
+			delete(pr.promSeries, series)
+		}
+	}
 }
 
 // PollSources runs every Prometheus query the applied policies and alert
@@ -308,9 +325,11 @@ func (s *Server) PollSources(ctx context.Context) {
 	}
 	for _, q := range s.alerts.promQueries() {
 		if !seen[q.Series()] {
+			seen[q.Series()] = true
 			qs = append(qs, q)
 		}
 	}
+	defer s.policies.pruneProm(seen)
 	if len(qs) == 0 {
 		return
 	}

@@ -510,3 +510,37 @@ rules:
 		t.Errorf("got %s, want Resolved", p.Data.Essentials.MonitorCondition)
 	}
 }
+
+// TestPromSourceForgetsRemovedQueries: once no policy reads a query, the
+// next poll neither runs it nor keeps its values.
+func TestPromSourceForgetsRemovedQueries(t *testing.T) {
+	fp := newFakeProm(t)
+	fp.set(vectorAnswer("coding-assistant", 0.250))
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "sla", Source: slaPolicy(fp.URL, "false")}); err != nil {
+		t.Fatal(err)
+	}
+	series := h.s.policies.promQueries()[0].Series()
+	targets := func() []policy.Target {
+		pr := h.s.policies
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		return pr.windows.Targets(series)
+	}
+	h.s.PollSources(h.ctx)
+	if got := targets(); len(got) != 1 {
+		t.Fatalf("after a poll: targets %v, want coding-assistant", got)
+	}
+	if err := h.admin.DeletePolicy(h.ctx, "sla"); err != nil {
+		t.Fatal(err)
+	}
+	h.s.PollSources(h.ctx)
+	if got := targets(); len(got) != 0 {
+		t.Errorf("after the policy was deleted: targets %v, want none", got)
+	}
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if len(fp.times) != 1 {
+		t.Errorf("%d queries, want 1 (none after the delete)", len(fp.times))
+	}
+}
