@@ -43,8 +43,9 @@
 // (strictly: > for above, < for below), and keeps holding until the value is
 // back across threshold−hysteresis (threshold+hysteresis for below). With
 // `for`/`duration`, the leaf counts as true only after it has held for that
-// long without a break. A metric without data makes its leaf false and is
-// reported in Step.Errors. all/any combine leaves; every leaf is evaluated
+// long without a break. A metric without data is reported in Step.Errors
+// and makes its leaf false, unless the leaf's no_data says true (it holds)
+// or hold (it keeps its state). all/any combine leaves; every leaf is evaluated
 // at every step so that durations keep counting.
 //
 // A rule fires when its condition becomes true; its actions are then in
