@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/arbiterhq/arbiter/internal/policy"
 )
 
 const rulesYAML = `
@@ -277,5 +279,60 @@ rules:
 `))
 	if err == nil || !strings.Contains(err.Error(), "rules[0].split") || !strings.Contains(err.Error(), "bad.yaml:") {
 		t.Errorf("split without a wildcard: %v", err)
+	}
+}
+
+// TestLoadProm: a rule may read a Prometheus query, with the checks
+// policies make; its samples are named by the query's series and the
+// target's dimension.
+func TestLoadProm(t *testing.T) {
+	f := load(t, `rules:
+  - name: slow
+    source: prometheus
+    server: http://127.0.0.1:9090
+    query: histogram_quantile(0.95, sum by (le, service) (rate(request_seconds_bucket[1m])))
+    target_label: service
+    of: service:*
+    split: true
+    aggregation: max
+    window: 5m
+    frequency: 1m
+    operator: ">"
+    threshold: 0.15
+`)
+	r := &f.Rules[0]
+	q, ok := r.Prom()
+	if !ok || q.TargetKind != policy.TargetService || q.TargetLabel != "service" || q.Server != "http://127.0.0.1:9090" {
+		t.Fatalf("Prom() = %+v, %v", q, ok)
+	}
+	if d := r.Dims(); len(d) != 1 || d["service"] != "*" {
+		t.Errorf("Dims = %v", d)
+	}
+	e := NewEvaluator(f)
+	if qs := e.PromQueries(); len(qs) != 1 || qs[0] != q {
+		t.Errorf("PromQueries = %+v", qs)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	e.Observe(t0, []Sample{{Metric: q.Series(), Labels: map[string]string{"service": "chat"}, Value: 0.25},
+		{Metric: q.Series(), Labels: map[string]string{"service": "code"}, Value: 0.02}})
+	notes := e.Evaluate(t0)
+	if len(notes) != 1 || !strings.Contains(fmt.Sprint(notes[0].Payload.Data.AlertContext.Condition.AllOf[0].Dimensions), "chat") {
+		t.Fatalf("notifications %+v, want one for service chat", notes)
+	}
+
+	for _, tc := range []struct{ rule, want string }{
+		{"source: prometheus\n    server: http://u:p@h:9090\n    query: up", "rules[0].server: the server URL carries a user or password"},
+		{"source: prometheus\n    server: ftp://h\n    query: up", "rules[0].server: want an http:// or https:// URL"},
+		{"source: prometheus\n    server: http://h:9090\n    query: " + strings.Repeat("x", policy.MaxPromQueryLen+1), "rules[0].query: the query has 4097 bytes"},
+		{"source: prom\n    server: http://h:9090\n    query: up", "rules[0].source: server, query and target_label read a Prometheus query: write source: prometheus"},
+		{"source: prometheus\n    metric: utilization\n    server: http://h:9090\n    query: up", "rules[0].metric: a rule reads either a metric or a Prometheus query"},
+		{"source: prometheus\n    server: http://h:9090\n    query: up\n    of: service:chat", "rules[0].of: a query without target_label gives one series"},
+		{"source: prometheus\n    server: http://h:9090\n    query: up\n    target_label: service", "rules[0].of: with target_label, of: names the kind"},
+	} {
+		src := "rules:\n  - name: r\n    " + tc.rule + "\n    aggregation: max\n    window: 5m\n    frequency: 1m\n    operator: \">\"\n    threshold: 1\n"
+		_, err := Load("a.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "a.yaml:2:") {
+			t.Errorf("%q: err %v, want %q at a.yaml:2", tc.rule, err, tc.want)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/arbiterhq/arbiter/internal/policy"
 )
 
 // Sample is one observation of a metric series.
@@ -125,6 +127,27 @@ func (e *Evaluator) SetRules(f *File) {
 	}
 }
 
+// PromQueries returns the Prometheus queries the enabled rules read, each
+// once, ordered by series: what the server runs for them.
+func (e *Evaluator) PromQueries() []policy.PromQuery {
+	seen := map[string]policy.PromQuery{}
+	for _, rs := range e.rules {
+		if q, ok := rs.rule.Prom(); ok && rs.rule.On() {
+			seen[q.Series()] = q
+		}
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]policy.PromQuery, len(keys))
+	for i, k := range keys {
+		out[i] = seen[k]
+	}
+	return out
+}
+
 func seriesKey(metric string, labels map[string]string) string {
 	var b strings.Builder
 	b.WriteString(metric)
@@ -163,7 +186,7 @@ func (e *Evaluator) Observe(now time.Time, samples []Sample) {
 // label names, each value equal or the rule's "*".
 func matches(r *Rule, s *series) bool {
 	dims := r.Dims()
-	if s.metric != r.Metric || len(s.labels) != len(dims) {
+	if s.metric != r.seriesName() || len(s.labels) != len(dims) {
 		return false
 	}
 	for k, want := range dims {
@@ -453,7 +476,7 @@ func payload(r *Rule, labels map[string]string, cond string, fired, resolved tim
 				WindowSize:          isoDuration(r.Window),
 				EvaluationFrequency: isoDuration(r.Frequency),
 				AllOf: []Criterion{{
-					MetricName: r.Metric, Dimensions: dims, Operator: opNames[r.Operator],
+					MetricName: r.displayMetric(), Dimensions: dims, Operator: opNames[r.Operator],
 					Threshold: strconv.FormatFloat(r.Threshold, 'g', -1, 64), TimeAggregation: aggNames[r.Aggregation],
 					MetricValue: v,
 				}},

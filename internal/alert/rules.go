@@ -4,7 +4,7 @@
 // webhook payloads of fired and resolved alerts, a simplified form of Azure
 // Monitor's common alert schema.
 //
-// A rule reads one of two kinds of metric:
+// A rule reads one of three kinds of metric:
 //   - a policy metric (utilization, pending_gpus, p95_latency, ...) of a
 //     target (of: cluster, tenant:contoso, flavor:H100-80G, "tenant:*"),
 //     on exactly the metric × target pairs of the one table policies use
@@ -12,7 +12,11 @@
 //     does, so an alert and a policy on the same metric see the same value;
 //   - a server metric (ServerMetrics: gpus_allocated, preemptions,
 //     schedule_cycle_seconds, ...), which no policy reads, derived from the
-//     server's own Prometheus registry and picked by labels.
+//     server's own Prometheus registry and picked by labels;
+//   - a Prometheus query (source: prometheus, server, query, and
+//     target_label with of: kind:name or kind:*), which the server runs as
+//     it runs the policies' (policy.PromQuery); its samples carry the
+//     metric name PromQuery.Series and the labels Dims of their target.
 //
 // The evaluator holds no clock: callers pass Now to Observe and Evaluate,
 // so tests drive time; the server supplies the wall clock.
@@ -99,11 +103,47 @@ type Rule struct {
 	// series into one value.
 	Split bool `yaml:"split" json:"split,omitempty"`
 
+	// Source "prometheus" reads Query, a PromQL expression, from the
+	// Prometheus server Server instead of Metric; TargetLabel is the
+	// result label that names each series' target (see policy.PromQuery).
+	Source      string `yaml:"source" json:"source,omitempty"`
+	Server      string `yaml:"server" json:"server,omitempty"`
+	Query       string `yaml:"query" json:"query,omitempty"`
+	TargetLabel string `yaml:"target_label" json:"target_label,omitempty"`
+
 	// policy and target are a policy metric's, set by Load; dims are the
-	// labels of the series the rule reads (Labels for a server metric).
+	// labels of the series the rule reads (Labels for a server metric);
+	// prom is a Prometheus query's.
 	policy policy.Metric
 	target policy.Target
 	dims   map[string]string
+	prom   *policy.PromQuery
+}
+
+// Prom returns the Prometheus query the rule reads, and false for a rule
+// on a metric.
+func (r *Rule) Prom() (policy.PromQuery, bool) {
+	if r.prom == nil {
+		return policy.PromQuery{}, false
+	}
+	return *r.prom, true
+}
+
+// displayMetric is what payloads call the rule's metric: its name, or a
+// Prometheus query's expression.
+func (r *Rule) displayMetric() string {
+	if r.prom != nil {
+		return r.prom.Expr
+	}
+	return r.Metric
+}
+
+// seriesName is the metric name of the samples the rule reads.
+func (r *Rule) seriesName() string {
+	if r.prom != nil {
+		return r.prom.Series()
+	}
+	return r.Metric
 }
 
 // Policy returns the policy metric and target the rule reads, and false
@@ -226,6 +266,10 @@ func (f *File) validate(file string) yamlfile.Errors {
 // metric's target must be one the metric table measures it on; a server
 // metric's labels one of its label sets.
 func (r *Rule) metric(errs *yamlfile.Errors, p yamlfile.Pos, field func(string) string) {
+	if r.Source != "" || r.Server != "" || r.Query != "" || r.TargetLabel != "" {
+		r.promQuery(errs, p, field)
+		return
+	}
 	if m, err := policy.ParseMetric(r.Metric); err == nil {
 		if len(r.Labels) > 0 {
 			errs.Add(p, field("labels"), "%s is a policy metric: name its target with of: (e.g. of: tenant:contoso), not labels", m)
@@ -252,6 +296,67 @@ func (r *Rule) metric(errs *yamlfile.Errors, p yamlfile.Pos, field func(string) 
 	case !labelSetOK(sets, r.Labels):
 		errs.Add(p, field("labels"), "metric %s is published with the labels %s, not %s", r.Metric, describeSets(sets), describeSet(keys(r.Labels)))
 	}
+}
+
+// promQuery checks a rule on a Prometheus query: the source, the
+// server's URL and the query's size as policies check them, and a target
+// (of:) the target label maps to.
+func (r *Rule) promQuery(errs *yamlfile.Errors, p yamlfile.Pos, field func(string) string) {
+	q := &policy.PromQuery{Server: r.Server, Expr: r.Query, TargetLabel: r.TargetLabel}
+	ok := true
+	bad := func(f, format string, args ...any) {
+		errs.Add(p, field(f), format, args...)
+		ok = false
+	}
+	if r.Source != "prometheus" {
+		bad("source", "server, query and target_label read a Prometheus query: write source: prometheus, got %q", r.Source)
+	}
+	if r.Metric != "" {
+		bad("metric", "a rule reads either a metric or a Prometheus query (source: prometheus): remove one")
+	}
+	if len(r.Labels) > 0 {
+		bad("labels", "a Prometheus query's series are picked by target_label and of:, not labels")
+	}
+	if r.Server == "" {
+		bad("server", "missing: write server: the Prometheus server's URL, such as http://127.0.0.1:9090")
+	} else if err := policy.CheckPromServer(r.Server); err != nil {
+		bad("server", "%v", err)
+	}
+	if err := policy.CheckPromQuery(r.Query); err != nil {
+		bad("query", "%v", err)
+	}
+	t, err := parseOf(r.Of)
+	switch {
+	case err != nil:
+		bad("of", "%v", err)
+	case r.TargetLabel == "" && t != policy.Cluster:
+		bad("of", "a query without target_label gives one series, the cluster's: add target_label (the result label that names %s) or remove of:", t)
+	case r.TargetLabel != "":
+		switch t.Kind {
+		case policy.TargetTenant, policy.TargetClass, policy.TargetPool, policy.TargetService, policy.TargetFlavor, policy.TargetRegion:
+			q.TargetKind = t.Kind
+		default:
+			bad("of", "with target_label, of: names the kind of its values and a target or \"*\", such as service:coding-assistant or service:*")
+		}
+		if !promLabel(r.TargetLabel) {
+			bad("target_label", "invalid label name %q: Prometheus labels match [a-zA-Z_][a-zA-Z0-9_]*", r.TargetLabel)
+		}
+	}
+	if ok {
+		r.prom, r.target, r.dims = q, t, Dims(t)
+	}
+}
+
+func promLabel(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // parseOf parses a policy metric's target: "" is the cluster, "kind:*"

@@ -15,16 +15,22 @@ type AlertRule struct {
 	Metric      string `json:"metric"`
 	// Of is a policy metric's target (cluster, tenant:contoso, "tenant:*");
 	// Labels pick a server metric's series.
-	Of           string            `json:"of,omitempty"`
-	Labels       map[string]string `json:"labels,omitempty"`
-	Aggregation  string            `json:"aggregation"`
-	Window       Duration          `json:"window"`
-	Frequency    Duration          `json:"frequency"`
-	Operator     string            `json:"operator"`
-	Threshold    float64           `json:"threshold"`
-	Severity     int               `json:"severity"`
-	AutoMitigate bool              `json:"auto_mitigate"`
-	Enabled      bool              `json:"enabled"`
+	Of     string            `json:"of,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Source "prometheus": the rule reads Query from the Prometheus
+	// server Server (Metric is empty), TargetLabel naming the targets.
+	Source       string   `json:"source,omitempty"`
+	Server       string   `json:"server,omitempty"`
+	Query        string   `json:"query,omitempty"`
+	TargetLabel  string   `json:"target_label,omitempty"`
+	Aggregation  string   `json:"aggregation"`
+	Window       Duration `json:"window"`
+	Frequency    Duration `json:"frequency"`
+	Operator     string   `json:"operator"`
+	Threshold    float64  `json:"threshold"`
+	Severity     int      `json:"severity"`
+	AutoMitigate bool     `json:"auto_mitigate"`
+	Enabled      bool     `json:"enabled"`
 	// Split rules alert per matching series (see Instances).
 	Split bool `json:"split,omitempty"`
 	// State is "Fired", "OK" or "NotEvaluated"; a split rule is Fired

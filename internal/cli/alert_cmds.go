@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,6 +27,13 @@ func alertTable(as api.Alerts) func(tw *tabwriter.Writer) {
 				labels = append(labels, k+"="+v)
 			}
 			metric := a.Metric
+			if a.Source == "prometheus" { // a PromQL expression, cut to fit a line
+				q := a.Query
+				if len(q) > 60 {
+					q = q[:57] + "..."
+				}
+				metric = "prometheus " + strconv.Quote(q)
+			}
 			if a.Of != "" { // a policy metric of a target
 				metric += " of " + a.Of
 			} else if len(labels) > 0 {

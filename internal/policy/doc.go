@@ -43,8 +43,9 @@
 // (strictly: > for above, < for below), and keeps holding until the value is
 // back across threshold−hysteresis (threshold+hysteresis for below). With
 // `for`/`duration`, the leaf counts as true only after it has held for that
-// long without a break. A metric without data makes its leaf false and is
-// reported in Step.Errors. all/any combine leaves; every leaf is evaluated
+// long without a break. A metric without data is reported in Step.Errors
+// and makes its leaf false, unless the leaf's no_data says true (it holds)
+// or hold (it keeps its state). all/any combine leaves; every leaf is evaluated
 // at every step so that durations keep counting.
 //
 // A rule fires when its condition becomes true; its actions are then in
@@ -113,6 +114,24 @@
 //	    enabled: true             # default true
 //	    dry_run: false            # default false
 //	    hysteresis: 5%            # default for leaves measured in that unit
+//
+// A leaf may read a Prometheus query instead of a metric, in either format
+// (operators: the same keys with threshold: and duration:):
+//
+//	when:
+//	  source: prometheus
+//	  server: http://127.0.0.1:9090        # http(s), no userinfo, ≤ 2048 bytes
+//	  query: histogram_quantile(0.95, sum by (le, service) (rate(request_seconds_bucket[1m])))
+//	  target_label: service                # each series is service:<its label>; omit for one series (cluster)
+//	  of: service:coding-assistant         # the target this leaf tests
+//	  above: 150ms                         # in base units: seconds, fractions
+//	  for: 5m
+//	  no_data: false                       # no data, stale or failed: false (default), true, or hold (last state)
+//
+// The package runs no query: the caller runs each of Engine.PromQueries,
+// records the samples with Windows.Observe under PromQuery.Series (for the
+// targets PromQuery.TargetFor names) and drops the series on a failure;
+// the leaf reads the newest sample, no older than Windows.SetMaxAge.
 //
 // Combinations: `all: [cond, ...]`, `any: [cond, ...]`, nested up to 8
 // levels. Expressions: `expr: "<CEL>"` with one function per metric taking a

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,9 +14,17 @@ import (
 type Query struct {
 	Metric Metric
 	Target Target
+	// Series, when set, names an outside series to read instead of Metric
+	// (a Prometheus leaf: PromQuery.Series); its value is the newest sample.
+	Series string
 }
 
-func (q Query) String() string { return q.Metric.String() + " of " + q.Target.String() }
+func (q Query) String() string {
+	if q.Series != "" {
+		return q.Series + " of " + q.Target.String()
+	}
+	return q.Metric.String() + " of " + q.Target.String()
+}
 
 // Metrics is the source of metric values. The simulator and the server
 // implement it (Windows is a ready implementation over raw samples).
@@ -65,12 +75,28 @@ type Observation struct {
 	Held time.Duration
 	// Expr is the CEL expression that read the value, if any.
 	Expr string
+	// Query is the PromQL expression of a Prometheus leaf, if any.
+	Query string
+	// NoData: the leaf had no value (Value is NaN); it held or not as its
+	// no_data says.
+	NoData bool
 }
 
 // String says "p95_latency of service:chat = 182ms > 150ms, held 5m0s".
 func (o Observation) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s of %s = %s", o.Metric, o.Target, formatValue(o.Value, o.Metric.Dim()))
+	name, dim := o.Metric.String(), o.Metric.Dim()
+	if o.Query != "" {
+		name, dim = fmt.Sprintf("prometheus %q", o.Query), o.Threshold.Dim
+	}
+	if o.NoData {
+		fmt.Fprintf(&b, "%s of %s has no data", name, o.Target)
+		if o.Held > 0 {
+			fmt.Fprintf(&b, ", held %s", o.Held)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%s of %s = %s", name, o.Target, formatValue(o.Value, dim))
 	if o.Op != 0 {
 		sym := o.Op.Symbol()
 		if (o.Op == OpAbove && !(o.Value > o.Threshold.Value)) || (o.Op == OpBelow && !(o.Value < o.Threshold.Value)) {
@@ -202,6 +228,34 @@ func NewEngine(p *Policy) (*Engine, error) {
 	return e, nil
 }
 
+// PromQueries returns the Prometheus queries the enabled rules read, each
+// once, ordered by series: what the caller must run and record.
+func (e *Engine) PromQueries() []PromQuery {
+	seen := map[string]PromQuery{}
+	var walk func(c *Condition)
+	walk = func(c *Condition) {
+		if c.Prom != nil && c.Prom.Server != "" && c.Prom.Expr != "" {
+			seen[c.Prom.Series()] = *c.Prom
+		}
+		for i := range c.Children {
+			walk(&c.Children[i])
+		}
+	}
+	for _, rs := range e.rules {
+		walk(&rs.rule.When)
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]PromQuery, len(keys))
+	for i, k := range keys {
+		out[i] = seen[k]
+	}
+	return out
+}
+
 func buildNode(env *cel.Env, c *Condition) (*node, error) {
 	n := &node{c: c}
 	switch c.Kind {
@@ -328,11 +382,28 @@ func (ev *evaluation) eval(n *node) (bool, []Observation) {
 		return false, all
 	case CondMetric:
 		q := Query{Metric: c.Metric, Target: c.Target}
+		if c.Prom != nil {
+			q.Series = c.Prom.Series()
+		}
 		v, ok := ev.m.Value(q)
 		if !ok {
-			n.held = false
-			ev.errs = append(ev.errs, fmt.Errorf("%w: rule %s: %s", ErrNoMetric, ev.rule, q))
-			return false, nil
+			ev.errs = append(ev.errs, fmt.Errorf("%w: rule %s: %s (no_data: %s)", ErrNoMetric, ev.rule, q, c.NoData))
+			switch c.NoData {
+			case NoDataTrue:
+				ev.latch(n, true, true)
+			case NoDataHold:
+			default:
+				n.held = false
+				return false, nil
+			}
+			obs := Observation{Metric: c.Metric, Target: c.Target, Value: math.NaN(), Op: c.Op, Threshold: c.Threshold, NoData: true}
+			if c.Prom != nil {
+				obs.Query = c.Prom.Expr
+			}
+			if n.held {
+				obs.Held = ev.now.Sub(n.since)
+			}
+			return n.held && ev.now.Sub(n.since) >= c.For, []Observation{obs}
 		}
 		thr, h := c.Threshold.Value, c.Hysteresis.Value
 		var enter, stay bool
@@ -343,6 +414,9 @@ func (ev *evaluation) eval(n *node) (bool, []Observation) {
 		}
 		ev.latch(n, enter, stay)
 		obs := Observation{Metric: c.Metric, Target: c.Target, Value: v, Op: c.Op, Threshold: c.Threshold}
+		if c.Prom != nil {
+			obs.Query = c.Prom.Expr
+		}
 		if n.held {
 			obs.Held = ev.now.Sub(n.since)
 		}

@@ -76,13 +76,23 @@ func (c *Condition) Describe() string {
 	var s string
 	switch c.Kind {
 	case CondMetric:
-		s = fmt.Sprintf("%s of %s is %s %s", metricWords(c.Metric), targetWords(c.Target), c.Op, c.Threshold)
+		what := metricWords(c.Metric)
+		if c.Prom != nil {
+			what = fmt.Sprintf("the Prometheus query `%s` (on %s)", c.Prom.Expr, c.Prom.Server)
+		}
+		s = fmt.Sprintf("%s of %s is %s %s", what, targetWords(c.Target), c.Op, c.Threshold)
 		if !c.Hysteresis.IsZero() && c.Hysteresis.Value > 0 {
 			back := c.Threshold.Value - c.Hysteresis.Value
 			if c.Op == OpBelow {
 				back = c.Threshold.Value + c.Hysteresis.Value
 			}
-			s += fmt.Sprintf(" (once true, it stays true until the value is back to %s)", formatValue(back, c.Metric.Dim()))
+			s += fmt.Sprintf(" (once true, it stays true until the value is back to %s)", formatValue(back, c.dim()))
+		}
+		switch c.NoData {
+		case NoDataTrue:
+			s += " (without data, it counts as true)"
+		case NoDataHold:
+			s += " (without data, it keeps its last state)"
 		}
 	case CondExpr:
 		s = fmt.Sprintf("the expression `%s` is true", strings.TrimSpace(c.Expr))

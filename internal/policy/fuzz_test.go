@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,8 @@ func FuzzLoadOperators(f *testing.F) {
 	f.Add("scheduling_policies: [{name: a, conditions: [{}], actions: [{}]}]")
 	f.Add("scheduling_policies: [{name: b, conditions: [{resource_type: gpu_cluster, utilization_threshold: 85%, utilization: busy}], actions: [{type: notify, message: m}]}]")
 	f.Add("scheduling_policies: [{name: b, conditions: [{metric: busy_utilization, target: tenant:acme, threshold: 5%, utilization: allocation}], actions: [{type: notify, message: m}]}]")
+	f.Add(promOperators)
+	f.Add("scheduling_policies: [{name: a, conditions: [{source: prometheus, server: 'https://[::1]:9090/p', query: up, target: service:x, target_label: service, threshold: 1, no_data: true}], actions: [{type: drain, target: pool:p}]}]")
 	f.Fuzz(func(t *testing.T, src string) {
 		if !strings.Contains(src, "scheduling_policies") {
 			src = "scheduling_policies:\n" + src
@@ -97,6 +100,8 @@ func FuzzLoadNative(f *testing.F) {
 	f.Add("policies: [{name: x, when: {expr: '1/0 > 0'}, then: [{type: drain, target: pool:p}]}]")
 	f.Add("policies: [{name: b, when: {metric: utilization, utilization: busy, of: pool:p, below: 5%}, then: [{type: notify, message: m}]}]")
 	f.Add("policies: [{name: b, when: {any: [{metric: busy_utilization, above: 90%}, {expr: 'busy_utilization(\"tenant:acme\") < 0.05'}], utilization: [x]}, then: [{type: notify, message: m}]}]")
+	f.Add(fmt.Sprintf(promNative, "hold"))
+	f.Add("policies: [{name: x, when: {source: prometheus, server: 'http://u:p@h', query: '', target_label: '0', of: cluster, above: 1, no_data: 2}, then: [{type: drain, target: pool:p}]}]")
 	f.Fuzz(func(t *testing.T, src string) {
 		if !strings.Contains(src, "policies") {
 			src = "policies:\n" + src

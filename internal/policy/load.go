@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -47,7 +50,22 @@ type opCond struct {
 	Hysteresis           yaml.Node `yaml:"hysteresis"`
 	// Utilization selects what a utilization condition measures:
 	// allocation (the default) or busy (see utilizationKind).
-	Utilization yaml.Node `yaml:"utilization"`
+	Utilization yaml.Node  `yaml:"utilization"`
+	NoData      yaml.Node  `yaml:"no_data"`
+	Prom        promFields `yaml:",inline"`
+}
+
+// promFields are a leaf's Prometheus query (source: prometheus), in both
+// formats.
+type promFields struct {
+	Source      yaml.Node `yaml:"source"`
+	Server      yaml.Node `yaml:"server"`
+	Query       yaml.Node `yaml:"query"`
+	TargetLabel yaml.Node `yaml:"target_label"`
+}
+
+func (f *promFields) present() bool {
+	return f.Source.Kind != 0 || f.Server.Kind != 0 || f.Query.Kind != 0 || f.TargetLabel.Kind != 0
 }
 
 type nativeRule struct {
@@ -71,6 +89,8 @@ type nativeCond struct {
 	All         []nativeCond `yaml:"all"`
 	Any         []nativeCond `yaml:"any"`
 	Expr        *string      `yaml:"expr"`
+	NoData      yaml.Node    `yaml:"no_data"`
+	Prom        promFields   `yaml:",inline"`
 }
 
 type rawAction struct {
@@ -239,10 +259,10 @@ func (l *loader) opRule(path string, r opRule) Rule {
 func (l *loader) opCond(path string, c opCond) Condition {
 	cond := Condition{Pos: c.Pos, Path: path, Kind: CondMetric, Op: OpAbove, at: map[string]Pos{}}
 	utilForm := c.ResourceType.Kind != 0 || c.UtilizationThreshold.Kind != 0
-	metricForm := c.Metric != nil || c.Threshold.Kind != 0
+	metricForm := c.Metric != nil || c.Threshold.Kind != 0 || c.Prom.present()
 	switch {
 	case utilForm && metricForm:
-		l.errs.Add(c.Pos, path, "mixes two forms: write either resource_type + utilization_threshold, or metric + threshold [+ duration]")
+		l.errs.Add(c.Pos, path, "mixes two forms: write either resource_type + utilization_threshold, or metric (or source: prometheus with query and server) + threshold [+ duration]")
 		return cond
 	case utilForm:
 		cond.Metric = MetricUtilization
@@ -263,16 +283,23 @@ func (l *loader) opCond(path string, c opCond) Condition {
 			l.leafThreshold(&cond, &c.UtilizationThreshold, "utilization_threshold")
 		}
 	default:
-		if c.Metric == nil {
-			l.errs.Add(c.Pos, path+".metric", "missing: write metric: p95_latency (or %s), or use resource_type + utilization_threshold", strings.Join(metricNames[1:], ", "))
-		} else {
+		switch {
+		case c.Prom.present() && c.Metric != nil:
+			l.errs.Add(c.Pos, path+".metric", "a condition reads either a metric or a Prometheus query (source: prometheus): remove one")
+		case c.Prom.present():
+		case c.Metric == nil:
+			l.errs.Add(c.Pos, path+".metric", "missing: write metric: p95_latency (or %s), or use resource_type + utilization_threshold, or source: prometheus with query and server", strings.Join(metricNames[1:], ", "))
+		default:
 			cond.Metric = *c.Metric
 		}
 		cond.Target = Cluster
+		cond.targetField = "target"
 		if t, ok := l.target(&c.Target, c.Pos, path+".target"); ok {
 			cond.Target = t
 			cond.at["target"] = l.nodePos(&c.Target, c.Pos)
-			cond.targetField = "target"
+		}
+		if c.Prom.present() {
+			l.prom(&cond, &c.Prom)
 		}
 		l.utilizationKind(&cond, &c.Utilization)
 		if !present(&c.Threshold) {
@@ -285,6 +312,7 @@ func (l *loader) opCond(path string, c opCond) Condition {
 		cond.For = time.Duration(*c.Duration)
 	}
 	l.leafHysteresis(&cond, &c.Hysteresis)
+	l.noData(&cond, &c.NoData)
 	l.checkLeafTarget(&cond)
 	return cond
 }
@@ -336,6 +364,120 @@ func metricNameOr(m Metric) string {
 	return m.String()
 }
 
+// prom parses a leaf's Prometheus query; the leaf's target is parsed.
+func (l *loader) prom(c *Condition, f *promFields) {
+	q := &PromQuery{}
+	str := func(n *yaml.Node, field string) (string, bool) {
+		if !present(n) {
+			return "", false
+		}
+		if n.Kind != yaml.ScalarNode {
+			l.errs.Add(l.nodePos(n, c.Pos), c.Path+"."+field, "want a single string")
+			return "", false
+		}
+		return n.Value, true
+	}
+	if src, ok := str(&f.Source, "source"); !ok {
+		l.errs.Add(l.nodePos(&f.Source, c.Pos), c.Path+".source", "missing: server, query and target_label read a Prometheus query: add source: prometheus")
+	} else if src != "prometheus" {
+		l.errs.Add(l.nodePos(&f.Source, c.Pos), c.Path+".source", "unknown source %q%s: write source: prometheus", src, didYouMean(src, []string{"prometheus"}))
+	}
+	if srv, ok := str(&f.Server, "server"); !ok {
+		l.errs.Add(l.nodePos(&f.Server, c.Pos), c.Path+".server", "missing: write server: the Prometheus server's URL, such as http://127.0.0.1:9090")
+	} else if err := CheckPromServer(srv); err != nil {
+		l.errs.Add(l.nodePos(&f.Server, c.Pos), c.Path+".server", "%v", err)
+	} else {
+		q.Server = srv
+	}
+	if expr, ok := str(&f.Query, "query"); !ok {
+		l.errs.Add(l.nodePos(&f.Query, c.Pos), c.Path+".query", "missing: write query: a PromQL expression, such as histogram_quantile(0.95, sum by (le) (rate(request_seconds_bucket[1m])))")
+	} else if err := CheckPromQuery(expr); err != nil {
+		l.errs.Add(l.nodePos(&f.Query, c.Pos), c.Path+".query", "%v", err)
+	} else {
+		q.Expr = expr
+	}
+	tpos := fieldPos(c.at, "target", c.Pos)
+	if lab, ok := str(&f.TargetLabel, "target_label"); ok {
+		if !promLabel(lab) {
+			l.errs.Add(l.nodePos(&f.TargetLabel, c.Pos), c.Path+".target_label", "invalid label name %q: Prometheus labels match [a-zA-Z_][a-zA-Z0-9_]* (at most 128 characters)", lab)
+		}
+		q.TargetLabel = lab
+		switch c.Target.Kind {
+		case TargetTenant, TargetClass, TargetPool, TargetService, TargetFlavor, TargetRegion:
+			q.TargetKind = c.Target.Kind
+		default:
+			l.errs.Add(tpos, c.Path+"."+c.targetField, "with target_label, name the target this condition tests with its kind, such as service:coding-assistant (each result series is the target <kind>:<its %s label>)", lab)
+		}
+	} else if c.Target != Cluster {
+		l.errs.Add(tpos, c.Path+"."+c.targetField, "a query without target_label gives one series, the cluster's: add target_label: (the result label that names %s) or remove %s", c.Target, c.targetField)
+	}
+	c.Prom = q
+}
+
+// CheckPromServer checks a Prometheus server's URL: http or https, with
+// a host, without userinfo, query or fragment, at most MaxPromServerLen
+// bytes.
+func CheckPromServer(s string) error {
+	if len(s) > MaxPromServerLen {
+		return fmt.Errorf("the server URL has %d bytes, more than %d", len(s), MaxPromServerLen)
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "":
+		return fmt.Errorf("want an http:// or https:// URL with a host, such as http://127.0.0.1:9090, got %q", s)
+	case u.User != nil:
+		return errors.New("the server URL carries a user or password: Arbiter sends no credentials to Prometheus; remove them")
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#"):
+		return fmt.Errorf("the server URL is the server's base (Arbiter adds /api/v1/query): remove the query or fragment of %q", s)
+	}
+	return nil
+}
+
+// CheckPromQuery checks a PromQL expression's size: not empty, at most
+// MaxPromQueryLen bytes, valid UTF-8 (the server checks its syntax).
+func CheckPromQuery(s string) error {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return errors.New("empty query: write a PromQL expression")
+	case len(s) > MaxPromQueryLen:
+		return fmt.Errorf("the query has %d bytes, more than %d", len(s), MaxPromQueryLen)
+	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
+		return errors.New("the query is not valid UTF-8 text")
+	}
+	return nil
+}
+
+func promLabel(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// noData parses a leaf's no_data.
+func (l *loader) noData(c *Condition, n *yaml.Node) {
+	if !present(n) {
+		return
+	}
+	pos := l.nodePos(n, c.Pos)
+	c.at["no_data"] = pos
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Value == "false":
+		c.NoData = NoDataFalse
+	case n.Kind == yaml.ScalarNode && n.Value == "true":
+		c.NoData = NoDataTrue
+	case n.Kind == yaml.ScalarNode && n.Value == "hold":
+		c.NoData = NoDataHold
+	default:
+		l.errs.Add(pos, c.Path+".no_data", "want false (no data: the condition does not hold), true (it holds) or hold (it keeps its last state), got %q", n.Value)
+	}
+}
+
 func nonEmpty(s, def string) string {
 	if s == "" {
 		return def
@@ -366,7 +508,7 @@ func (l *loader) leafThreshold(c *Condition, n *yaml.Node, field string) {
 
 // leafHysteresis parses a leaf's hysteresis in its metric's unit.
 func (l *loader) leafHysteresis(c *Condition, n *yaml.Node) {
-	if q, pos, ok := l.quantity(n, c.Pos, c.Path+".hysteresis", "hysteresis", c.Metric.Dim()); ok {
+	if q, pos, ok := l.quantity(n, c.Pos, c.Path+".hysteresis", "hysteresis", c.dim()); ok {
 		c.Hysteresis = q
 		c.at["hysteresis"] = pos
 	}
@@ -374,6 +516,9 @@ func (l *loader) leafHysteresis(c *Condition, n *yaml.Node) {
 
 // checkLeafTarget rejects an explicit target kind the metric is not measured on.
 func (l *loader) checkLeafTarget(c *Condition) {
+	if c.Prom != nil {
+		return // its targets are the query's labels (see prom)
+	}
 	if ks, ok := metricKinds[c.Metric]; ok && c.Target.Kind != TargetUnresolved && !hasKind(ks, c.Target.Kind) {
 		l.errs.Add(fieldPos(c.at, "target", c.Pos), c.Path+"."+c.targetField, "%s is not measured on a %s: use a %s", c.Metric, c.Target.Kind, kindList(ks))
 	}
@@ -391,7 +536,7 @@ func (l *loader) applyRuleHysteresis(c *Condition, n *yaml.Node, pos Pos, rulePa
 	walk = func(c *Condition) {
 		switch c.Kind {
 		case CondMetric:
-			if c.Metric.Dim() == h.Dim {
+			if c.dim() == h.Dim {
 				fits = true
 				if c.Hysteresis.IsZero() {
 					c.Hysteresis = h
@@ -425,13 +570,13 @@ func (l *loader) nativeRule(path string, r nativeRule) Rule {
 func (l *loader) nativeCond(path string, c nativeCond, depth int) Condition {
 	cond := Condition{Pos: c.Pos, Path: path, at: map[string]Pos{}}
 	forms := 0
-	for _, b := range []bool{c.Metric != nil || c.Above.Kind != 0 || c.Below.Kind != 0 || c.Utilization.Kind != 0, c.All != nil, c.Any != nil, c.Expr != nil} {
+	for _, b := range []bool{c.Metric != nil || c.Above.Kind != 0 || c.Below.Kind != 0 || c.Utilization.Kind != 0 || c.Prom.present(), c.All != nil, c.Any != nil, c.Expr != nil} {
 		if b {
 			forms++
 		}
 	}
 	if forms != 1 {
-		l.errs.Add(c.Pos, path, "write exactly one of: metric (with of, above or below), all, any, expr")
+		l.errs.Add(c.Pos, path, "write exactly one of: metric (with of, above or below), source: prometheus (with server, query, above or below), all, any, expr")
 		return cond
 	}
 	if c.For != nil {
@@ -451,8 +596,8 @@ func (l *loader) nativeCond(path string, c nativeCond, depth int) Condition {
 		if len(kids) == 0 {
 			l.errs.Add(c.Pos, path+"."+name, "empty: list at least one condition")
 		}
-		if c.For != nil || c.Hysteresis.Kind != 0 || c.Of.Kind != 0 {
-			l.errs.Add(c.Pos, path, "for, hysteresis and of belong on the conditions inside %s", name)
+		if c.For != nil || c.Hysteresis.Kind != 0 || c.Of.Kind != 0 || c.NoData.Kind != 0 {
+			l.errs.Add(c.Pos, path, "for, hysteresis, no_data and of belong on the conditions inside %s", name)
 		}
 		for i, k := range kids {
 			cond.Children = append(cond.Children, l.nativeCond(fmt.Sprintf("%s.%s[%d]", path, name, i), k, depth+1))
@@ -463,21 +608,28 @@ func (l *loader) nativeCond(path string, c nativeCond, depth int) Condition {
 		if strings.TrimSpace(cond.Expr) == "" {
 			l.errs.Add(c.Pos, path+".expr", "empty expression: write a CEL expression such as p95_latency('service:chat') > duration('150ms')")
 		}
-		if c.Hysteresis.Kind != 0 || c.Of.Kind != 0 {
-			l.errs.Add(c.Pos, path, "hysteresis and of do not apply to expr: name targets inside the expression")
+		if c.Hysteresis.Kind != 0 || c.Of.Kind != 0 || c.NoData.Kind != 0 {
+			l.errs.Add(c.Pos, path, "hysteresis, no_data and of do not apply to expr: name targets inside the expression")
 		}
 	default:
 		cond.Kind = CondMetric
-		if c.Metric == nil {
+		switch {
+		case c.Prom.present() && c.Metric != nil:
+			l.errs.Add(c.Pos, path+".metric", "a condition reads either a metric or a Prometheus query (source: prometheus): remove one")
+		case c.Prom.present():
+		case c.Metric == nil:
 			l.errs.Add(c.Pos, path+".metric", "missing: write metric: one of %s", strings.Join(metricNames[1:], ", "))
-		} else {
+		default:
 			cond.Metric = *c.Metric
 		}
 		cond.Target = Cluster
+		cond.targetField = "of"
 		if t, ok := l.target(&c.Of, c.Pos, path+".of"); ok {
 			cond.Target = t
 			cond.at["target"] = l.nodePos(&c.Of, c.Pos)
-			cond.targetField = "of"
+		}
+		if c.Prom.present() {
+			l.prom(&cond, &c.Prom)
 		}
 		l.utilizationKind(&cond, &c.Utilization)
 		switch {
@@ -493,6 +645,7 @@ func (l *loader) nativeCond(path string, c nativeCond, depth int) Condition {
 			l.errs.Add(c.Pos, path+".above", "missing: write above: or below: with %s", nonEmpty(cond.Metric.Dim().example(), "a value"))
 		}
 		l.leafHysteresis(&cond, &c.Hysteresis)
+		l.noData(&cond, &c.NoData)
 		l.checkLeafTarget(&cond)
 	}
 	return cond

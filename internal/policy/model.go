@@ -521,10 +521,16 @@ type Condition struct {
 	Kind CondKind
 
 	// CondMetric
-	Metric    Metric
+	Metric Metric
+	// Prom, when set, makes the leaf read a Prometheus query instead of
+	// Metric (which is then MetricNone): `source: prometheus`.
+	Prom      *PromQuery
 	Target    Target
 	Op        Op
 	Threshold Quantity
+	// NoData says what a leaf without a value means (no sample, a stale
+	// one, a failed query): by default it does not hold.
+	NoData NoData
 	// Hysteresis widens the band for clearing: an above-condition that
 	// holds clears only when the value falls to Threshold−Hysteresis or below.
 	Hysteresis Quantity
@@ -542,6 +548,83 @@ type Condition struct {
 	at             map[string]Pos // exact positions of fields, for messages
 	targetField    string         // what the target is called in the file
 	thresholdField string         // what the threshold is called in the file
+}
+
+// NoData is what a metric leaf without a value means (`no_data:`).
+type NoData int
+
+const (
+	// NoDataFalse: the leaf does not hold (and its `for` starts again).
+	NoDataFalse NoData = iota
+	// NoDataTrue: the leaf holds, as if its value were past the threshold.
+	NoDataTrue
+	// NoDataHold: the leaf keeps the state it had at the last value.
+	NoDataHold
+)
+
+func (n NoData) String() string {
+	switch n {
+	case NoDataFalse:
+		return "false"
+	case NoDataTrue:
+		return "true"
+	case NoDataHold:
+		return "hold"
+	}
+	return fmt.Sprintf("NoData(%d)", int(n))
+}
+
+// PromQuery is a leaf's Prometheus query: a PromQL expression that a
+// Prometheus server evaluates (GET/POST /api/v1/query). The caller runs
+// it and records each sample of the result with Windows.Observe under
+// Series(), for the target TargetFor gives its labels; the leaf reads the
+// newest value.
+type PromQuery struct {
+	// Server is the server's base URL (http or https, no userinfo).
+	Server string
+	// Expr is the PromQL expression, in the result's units (seconds,
+	// fractions: the threshold is compared with it in base units).
+	Expr string
+	// TargetLabel is the result label whose value names the target, as
+	// TargetKind:<value>; empty when the query gives one series, which is
+	// the cluster's.
+	TargetLabel string
+	TargetKind  TargetKind
+}
+
+// Series is the name of the series the query's results are recorded in.
+// Two leaves with the same query share it.
+func (q PromQuery) Series() string {
+	return "prometheus " + q.Server + " " + q.TargetLabel + "/" + q.TargetKind.String() + " " + q.Expr
+}
+
+// TargetFor returns the target a result sample with labels stands for,
+// and false when it names none (the label is missing or is not a valid
+// name).
+func (q PromQuery) TargetFor(labels map[string]string) (Target, bool) {
+	if q.TargetLabel == "" {
+		return Cluster, true
+	}
+	v := labels[q.TargetLabel]
+	if !validName(v) {
+		return Target{}, false
+	}
+	return Target{Kind: q.TargetKind, Name: v}, true
+}
+
+// Limits of a Prometheus leaf.
+const (
+	MaxPromServerLen = 2048
+	MaxPromQueryLen  = 4096
+)
+
+// dim is the dimension the leaf's value is measured in: its metric's, or
+// for a Prometheus leaf its threshold's.
+func (c *Condition) dim() Dimension {
+	if c.Prom != nil {
+		return c.Threshold.Dim
+	}
+	return c.Metric.Dim()
 }
 
 // Action is one change a rule makes while active. Which fields matter

@@ -160,6 +160,9 @@ type resolver struct {
 func (v *resolver) cond(c *Condition) {
 	switch c.Kind {
 	case CondMetric:
+		if c.Prom != nil {
+			return // the query's labels name its targets, not the fleet
+		}
 		v.target(&c.Target, metricKinds[c.Metric], fieldPos(c.at, "target", c.Pos), c.Path+"."+c.targetField, c.Metric.String())
 	case CondExpr:
 		env, err := newCELEnv(&exprScope{})

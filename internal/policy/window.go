@@ -206,6 +206,9 @@ type Windows struct {
 	width  time.Duration
 	now    time.Time
 	series map[seriesKey]*Window
+	// maxAge bounds the age of the newest sample of an outside series (a
+	// Query with Series): older, it counts as no data.
+	maxAge time.Duration
 }
 
 type seriesKey struct {
@@ -240,6 +243,38 @@ func (ws *Windows) ObserveMetric(m Metric, target Target, t time.Time, v float64
 // Advance sets the time at which Value reads the windows.
 func (ws *Windows) Advance(now time.Time) { ws.now = now }
 
+// SetMaxAge sets how old the newest sample of an outside series (a
+// Query with Series, such as a Prometheus leaf's) may be and still count;
+// 0 (the default) is the window's width.
+func (ws *Windows) SetMaxAge(d time.Duration) { ws.maxAge = d }
+
+// Drop forgets every target's samples of a series: until the next
+// Observe, its queries have no data.
+func (ws *Windows) Drop(series string) {
+	for k := range ws.series {
+		if k.series == series {
+			delete(ws.series, k)
+		}
+	}
+}
+
+// Targets returns the targets a series has samples for, in order.
+func (ws *Windows) Targets(series string) []Target {
+	var out []Target
+	for k := range ws.series {
+		if k.series == series {
+			out = append(out, k.target)
+		}
+	}
+	slices.SortFunc(out, func(a, b Target) int {
+		if a.Kind != b.Kind {
+			return int(a.Kind) - int(b.Kind)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
 // Window returns the window of a series and target, or nil.
 func (ws *Windows) Window(series string, target Target) *Window {
 	return ws.series[seriesKey{series, target}]
@@ -247,6 +282,20 @@ func (ws *Windows) Window(series string, target Target) *Window {
 
 // Value implements Metrics.
 func (ws *Windows) Value(q Query) (float64, bool) {
+	if q.Series != "" {
+		w := ws.series[seriesKey{q.Series, q.Target}]
+		if w == nil {
+			return 0, false
+		}
+		age := ws.maxAge
+		if age <= 0 {
+			age = ws.width
+		}
+		if !ws.now.IsZero() && ws.now.UnixNano()-w.last > int64(age) {
+			return 0, false
+		}
+		return w.Last()
+	}
 	name, agg, quant := q.Metric.Series()
 	w := ws.series[seriesKey{name, q.Target}]
 	if w == nil {

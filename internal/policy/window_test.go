@@ -128,11 +128,11 @@ func TestWindowsAsMetrics(t *testing.T) {
 		want float64
 		ok   bool
 	}{
-		{Query{MetricP50Latency, svc}, 0.050, true},
-		{Query{MetricP95Latency, svc}, 0.095, true},
-		{Query{MetricP99Latency, svc}, 0.099, true},
-		{Query{MetricUtilization, Cluster}, 0.6, true},
-		{Query{MetricUtilization, svc}, 0, false},
+		{Query{Metric: MetricP50Latency, Target: svc}, 0.050, true},
+		{Query{Metric: MetricP95Latency, Target: svc}, 0.095, true},
+		{Query{Metric: MetricP99Latency, Target: svc}, 0.099, true},
+		{Query{Metric: MetricUtilization, Target: Cluster}, 0.6, true},
+		{Query{Metric: MetricUtilization, Target: svc}, 0, false},
 	} {
 		got, ok := ws.Value(tc.q)
 		if ok != tc.ok || math.Abs(got-tc.want) > 1e-12 {
@@ -141,7 +141,7 @@ func TestWindowsAsMetrics(t *testing.T) {
 	}
 	// After the window passes, the data is gone.
 	ws.Advance(t0.Add(10 * time.Minute))
-	if _, ok := ws.Value(Query{MetricP95Latency, svc}); ok {
+	if _, ok := ws.Value(Query{Metric: MetricP95Latency, Target: svc}); ok {
 		t.Error("stale latency still answered")
 	}
 }

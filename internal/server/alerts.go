@@ -15,6 +15,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/alert"
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
@@ -141,7 +142,18 @@ func (ar *alertRunner) apply(ctx context.Context, file, source string) error {
 // sample returns the alert samples: the policy metrics as the policy
 // runtime has them (tableSamples), and the server metrics.
 func (ar *alertRunner) sample() []alert.Sample {
-	return append(ar.s.policies.tableSamples(), ar.serverSamples()...)
+	out := append(ar.s.policies.tableSamples(), ar.serverSamples()...)
+	for _, q := range ar.eval.PromQueries() {
+		out = append(out, ar.s.policies.promSamples(q, ar.s.now())...)
+	}
+	return out
+}
+
+// promQueries returns the Prometheus queries the alert rules read.
+func (ar *alertRunner) promQueries() []policy.PromQuery {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return ar.eval.PromQueries()
 }
 
 // serverSamples derives the server metrics (alert.ServerMetrics) from the
@@ -374,7 +386,7 @@ func (ar *alertRunner) out() api.Alerts {
 	for _, st := range ar.eval.States() {
 		r := st.Rule
 		a := api.AlertRule{Name: r.Name, Description: r.Description, Metric: r.Metric, Labels: r.Labels, Aggregation: r.Aggregation,
-			Of:     ofString(r),
+			Of: ofString(r), Source: r.Source, Server: r.Server, Query: r.Query, TargetLabel: r.TargetLabel,
 			Window: api.Duration(r.Window), Frequency: api.Duration(r.Frequency), Operator: r.Operator, Threshold: r.Threshold,
 			Severity: r.Sev(), AutoMitigate: r.Mitigates(), Enabled: r.On(), State: "NotEvaluated", Split: r.Split}
 		for _, in := range st.Instances {

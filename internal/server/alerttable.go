@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/arbiterhq/arbiter/internal/alert"
+	"github.com/arbiterhq/arbiter/internal/policy"
 )
 
 // Alerts on policy metrics read the one metric table as policies do: the
@@ -26,11 +27,17 @@ func (pr *policyRunner) tableSamples() []alert.Sample {
 	return out
 }
 
-// ofString is the target of a rule on a policy metric, as the API shows it
-// ("" for a server metric).
+// ofString is the target of a rule on a policy metric or a Prometheus
+// query, as the API shows it ("" for a server metric).
 func ofString(r alert.Rule) string {
 	if _, t, ok := r.Policy(); ok {
 		return t.String()
+	}
+	if _, ok := r.Prom(); ok {
+		if r.Of == "" {
+			return policy.Cluster.String()
+		}
+		return r.Of
 	}
 	return ""
 }

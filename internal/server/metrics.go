@@ -62,6 +62,9 @@ type metrics struct {
 	requests     *prometheus.CounterVec
 	latency      *prometheus.HistogramVec
 	submissions  prometheus.Counter
+	// The Prometheus source's queries (promsource.go), by server.
+	promQuery  *prometheus.HistogramVec
+	promErrors *prometheus.CounterVec
 }
 
 // placementWaitBuckets are the bounds of arbiter_placement_wait_seconds:
@@ -145,6 +148,10 @@ func newMetrics(build BuildInfo) *metrics {
 			Help: "API request latency by method and route (the path pattern).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"method", "route"}),
 		submissions: prometheus.NewCounter(prometheus.CounterOpts{Name: "arbiter_workload_submissions_total",
 			Help: "Workloads accepted (durably stored)."}),
+		promQuery: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "arbiter_prometheus_query_duration_seconds",
+			Help: "Duration of a query of a policy's Prometheus source (source: prometheus), by server, failed ones included.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 13)}, []string{"server"}),
+		promErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "arbiter_prometheus_query_errors_total",
+			Help: "Failed queries of policies' Prometheus sources, by server and reason: timeout, unreachable, status (Prometheus refused the query), invalid (not a vector or scalar answer), shape (several series without target_label)."}, []string{"server", "reason"}),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "arbiter_build_info",
 		Help:        "Always 1; the labels say which binary serves: its version, commit and Go version.",
@@ -152,7 +159,7 @@ func newMetrics(build BuildInfo) *metrics {
 	buildInfo.Set(1)
 	m.register(buildInfo, m.allocated, m.capacity, m.pendingW, m.pendingG, m.resCapacity, m.resAllocated,
 		m.tenantGuaranteed, m.tenantLimit, m.tenantUsed, m.tenantBorrowed, m.nodes, m.cycle, m.lastCycle,
-		m.placementWait, m.preemptions, m.conflicts, m.quietCycles, m.firings, m.requests, m.latency, m.submissions,
+		m.placementWait, m.preemptions, m.conflicts, m.quietCycles, m.firings, m.requests, m.latency, m.submissions, m.promQuery, m.promErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

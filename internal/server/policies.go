@@ -45,6 +45,9 @@ type policyRunner struct {
 	revs     map[string]int64
 	notified map[string]map[string]savedNotice
 	saved    []byte
+	// promSeries are the Prometheus queries' series recorded in windows
+	// (promsource.go).
+	promSeries map[string]bool
 }
 
 func (pr *policyRunner) generation() uint64 {
@@ -57,9 +60,12 @@ func (pr *policyRunner) generation() uint64 {
 const policyWindow = effects.Window
 
 func newPolicyRunner(s *Server) *policyRunner {
-	return &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
+	pr := &policyRunner{s: s, engines: map[string]*policy.Engine{}, active: map[string][]policy.ActiveAction{},
 		windows: policy.NewWindows(policyWindow), hc: &http.Client{Timeout: 10 * time.Second}, rt: effects.NewState(),
 		revs: map[string]int64{}, notified: map[string]map[string]savedNotice{}}
+	// A Prometheus result counts for two polls (promsource.go).
+	pr.windows.SetMaxAge(2 * s.opts.PolicyInterval)
+	return pr
 }
 
 // knownTargets lists what policies may name: tenants, GPU models, regions,

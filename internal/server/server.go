@@ -136,6 +136,7 @@ type Server struct {
 	sources    *limiter // per source address, before authentication
 	metrics    *metrics
 	policies   *policyRunner
+	prom       *promClient
 	spot       spotMarket
 	fair       fairState // decayed usage (options.fair_share), leader only
 	alerts     *alertRunner
@@ -252,6 +253,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.prom = newPromClient()
 	if err := s.policies.load(ctx); err != nil {
 		return nil, err
 	}
@@ -296,6 +298,7 @@ func (s *Server) runLoops(ctx context.Context) {
 	defer wg.Wait()
 	wg.Go(func() { s.alertLoop(ctx) })
 	wg.Go(func() { s.probeLoop(ctx) })
+	wg.Go(func() { s.promLoop(ctx) })
 	go s.watchNodes(ctx)
 	wg.Go(func() { s.pruneLoop(ctx) })
 	wg.Go(func() { s.lastUseLoop(ctx) })
