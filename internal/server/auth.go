@@ -111,10 +111,18 @@ func (s *Server) guard(a access, h http.Handler) http.Handler {
 func (s *Server) authenticate(r *http.Request) (principal, error) {
 	h := r.Header.Get("Authorization")
 	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || strings.TrimSpace(secret) == "" {
+	var hash string
+	switch {
+	case ok && strings.TrimSpace(secret) != "":
+		hash = HashToken(strings.TrimSpace(secret))
+	case h == "":
+		// The dashboard's session (reads only; see ui.go).
+		if hash, ok = s.sessionHash(r); !ok {
+			return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "send Authorization: Bearer <token>")
+		}
+	default:
 		return principal{}, apiErr(http.StatusUnauthorized, api.CodeUnauthenticated, "", "send Authorization: Bearer <token>")
 	}
-	hash := HashToken(strings.TrimSpace(secret))
 	var p principal
 	err := s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var err error

@@ -237,6 +237,7 @@ func (s *Server) routes() http.Handler {
 	for _, rt := range s.apiRoutes() {
 		s.route(mux, rt)
 	}
+	s.uiRoutes(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
 			// The mux would answer 404 or 405 in plain text; answer JSON.

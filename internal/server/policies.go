@@ -252,6 +252,7 @@ func (pr *policyRunner) tick(ctx context.Context) {
 	// (after a restart: at the first evaluation).
 	// last is what workload show and why report until the next cycle.
 	pr.last = pr.rt.Compute(runtimeWorld(wd, nil), pr.activeList())
+	pr.s.hist.observe(now, wd, pr.windows)
 	state := pr.snapshot()
 	pr.mu.Unlock()
 	if len(firings) == 0 && state == nil {

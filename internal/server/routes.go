@@ -211,6 +211,11 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/probes", adminOnly, routeDoc{summary: "List the probes with what they measured over the policy window", resp: api.Probes{}}, s.listProbes},
 		{"PUT /v1/probes", adminOnly, routeDoc{summary: "Replace the probes with a probes file (YAML source)", req: api.ProbesApply{}, resp: api.Probes{}}, s.applyProbes},
 
+		// the dashboard's views (ui.go)
+		{"GET /v1/ui/fleet", tenantScoped, routeDoc{summary: "The fleet as the dashboard draws it: every node of every block with each GPU's holder (a tenant token: its own by name, others anonymous), use (guaranteed, borrowed, own or lent reservation) and share", resp: api.UIFleet{}}, s.uiFleet},
+		{"GET /v1/ui/queue", tenantScoped, routeDoc{summary: "Pending workloads the token sees, oldest first, with the last cycle's reason and planned start", resp: api.UIQueue{}}, s.uiQueue},
+		{"GET /v1/ui/series", tenantScoped, routeDoc{summary: "What the dashboard charts, a point a minute over the last 6 hours: the admin the fleet's utilization, pending GPUs and services' p95 latency; a tenant its own GPUs used and pending", resp: api.UISeries{}}, s.uiSeries},
+
 		// partitions
 		{"GET /v1/partitions", adminOnly, routeDoc{summary: "List partitions: machines only one tenant's subtree may use", resp: api.List[api.Partition]{}, query: pageQuery}, s.listPartitions},
 		{"PUT /v1/partitions/{name}", adminOnly, routeDoc{summary: "Create or replace a partition (its machines in no other partition and no reservation)", req: api.PartitionRequest{}, resp: api.Partition{}}, s.setPartition},

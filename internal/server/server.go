@@ -141,6 +141,9 @@ type Server struct {
 	fair       fairState // decayed usage (options.fair_share), leader only
 	alerts     *alertRunner
 	probes     *probeRunner
+	// ui are the dashboard's sessions, hist what it charts (ui.go).
+	ui   uiSessions
+	hist history
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
 	live       liveCache
