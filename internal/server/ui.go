@@ -322,6 +322,9 @@ func fleetView(wd *world, caller principal) api.UIFleet {
 				milli = int(resource.PerGPU)
 			}
 			u := gpuUse{holder: holder(x.Tenant), kind: kind, milli: milli}
+			if u.holder == -2 {
+				u.kind = api.UIFree // another tenant's: how it is charged is not the caller's to see
+			}
 			m := byGPU[rep.Node]
 			if m == nil {
 				m = map[int]gpuUse{}

@@ -46,7 +46,8 @@ async function get(path) {
   return r.json();
 }
 
-function gpus(milli) { return (milli / 1000).toLocaleString(undefined, { maximumFractionDigits: 3 }); }
+// gpus formats a GPU count (the API's GPUs are whole GPUs, with decimals for shares).
+function gpus(n) { return Number(n).toLocaleString(undefined, { maximumFractionDigits: 3 }); }
 function ago(t) {
   const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
   if (s < 90) return Math.round(s) + "s";
@@ -141,12 +142,14 @@ async function render(refresh) {
 
 function show(...nodes) {
   const view = document.getElementById("view");
-  view.replaceChildren(...nodes);
+  view.replaceChildren(...nodes.flat(Infinity).filter((n) => n !== null && n !== undefined));
 }
 
 // ---- fleet ----
 
-const CELL = 5, GAP = 1, NODE_GAP = 3, ROW_GAP = 3, BLOCK_HEAD = 18, PAD = 8;
+// Cells are larger for small fleets; 10,000 nodes draw at 5 px a GPU.
+const GAP = 1, NODE_GAP = 3, ROW_GAP = 3, BLOCK_HEAD = 18, PAD = 8;
+let CELL = 5;
 
 async function viewFleet(refresh) {
   const f = await get("/v1/ui/fleet");
@@ -190,6 +193,7 @@ function legend(f) {
 // layoutFleet places every node: blocks in order, each a heading and rows
 // of nodes, each node a row of GPU cells.
 function layoutFleet(f) {
+  CELL = f.nodes <= 64 ? 14 : f.nodes <= 1000 ? 9 : 5;
   const canvas = document.getElementById("fleet");
   const width = Math.max(600, canvas.parentElement.clientWidth - 296);
   const nodes = [], heads = [];
@@ -241,12 +245,13 @@ function drawFleet() {
       const frac = Math.min(1, (n.milli[k] || 1000) / 1000);
       const fh = Math.max(1, Math.round(CELL * frac));
       g.fillRect(cx, y + CELL - fh, CELL, fh);
-      if (kind === 2) { // borrowed: a light diagonal
+      const u = Math.max(1, Math.floor(CELL / 5));
+      if (kind === 2) { // borrowed: light marks on the diagonal
         g.fillStyle = "rgba(255,255,255,0.75)";
-        g.fillRect(cx, y + CELL - 2, 2, 2); g.fillRect(cx + 2, y + 1, 2, 2);
+        g.fillRect(cx, y + CELL - 2 * u, 2 * u, u); g.fillRect(cx + 2 * u, y + u, 2 * u, u);
       } else if (kind === 4) { // lent reservation: a dot
         g.fillStyle = "#ffffff";
-        g.fillRect(cx + 2, y + 2, 1, 1);
+        g.fillRect(cx + 2 * u, y + 2 * u, u, u);
       }
     }
     if (n.reserved) {
@@ -314,8 +319,8 @@ function nodeInfo() {
   const f = state.fleet;
   const rows = n.holder.map((h, k) => {
     const who = h === -1 ? "free" : h === -2 ? "another tenant" : f.tenants[h];
-    const share = h === -1 ? "" : (n.milli[k] < 1000 ? " (" + gpus(n.milli[k]) + " GPU)" : "");
-    return el("li", {}, "GPU " + k + ": " + who + (h === -1 ? "" : ", " + KINDS[n.kind[k]]) + share);
+    const share = h === -1 ? "" : (n.milli[k] < 1000 ? " (" + gpus(n.milli[k] / 1000) + " GPU)" : "");
+    return el("li", {}, "GPU " + k + ": " + who + (h < 0 ? "" : ", " + KINDS[n.kind[k]]) + share);
   });
   box.replaceChildren(
     el("h3", { text: n.id }),
@@ -505,6 +510,24 @@ function lineChart(serie, times) {
   });
   const p = document.createElementNS(ns, "path"); p.setAttribute("d", d || "M0 0"); p.setAttribute("fill", "none"); p.setAttribute("stroke", "#0072b2"); p.setAttribute("stroke-width", "2");
   svg.append(p);
+  // Each point as a dot too, so that a single sample shows.
+  serie.values.forEach((v, i) => {
+    if (v === null) return;
+    const c = document.createElementNS(ns, "circle");
+    c.setAttribute("cx", (L + (W - L - 10) * (times.length > 1 ? i / (times.length - 1) : 1)).toFixed(1));
+    c.setAttribute("cy", (H - B - (H - B - 24) * v / max).toFixed(1));
+    c.setAttribute("r", times.length > 120 ? 1 : 2.5);
+    c.setAttribute("fill", "#0072b2");
+    svg.append(c);
+  });
+  const axis = (y, label) => {
+    const t = document.createElementNS(ns, "text"); t.setAttribute("x", 4); t.setAttribute("y", y); t.setAttribute("font-size", "10"); t.textContent = label; svg.append(t);
+  };
+  axis(28, fmt(max)); axis(H - B, fmt(0));
+  if (times.length) {
+    const t0 = document.createElementNS(ns, "text"); t0.setAttribute("x", L); t0.setAttribute("y", H - 4); t0.setAttribute("font-size", "10");
+    t0.textContent = new Date(times[0]).toISOString().slice(11, 16) + " UTC"; svg.append(t0);
+  }
   return svg;
 }
 
