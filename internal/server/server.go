@@ -131,19 +131,19 @@ type Server struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every commit
 
-	why        atomic.Pointer[whyIndex]
-	limiter    *limiter
-	sources    *limiter // per source address, before authentication
-	metrics    *metrics
-	policies   *policyRunner
-	prom       *promClient
-	spot       spotMarket
-	fair       fairState // decayed usage (options.fair_share), leader only
-	alerts     *alertRunner
-	probes     *probeRunner
+	why      atomic.Pointer[whyIndex]
+	limiter  *limiter
+	sources  *limiter // per source address, before authentication
+	metrics  *metrics
+	policies *policyRunner
+	prom     *promClient
+	spot     spotMarket
+	fair     fairState // decayed usage (options.fair_share), leader only
+	alerts   *alertRunner
+	probes   *probeRunner
 	// ui are the dashboard's sessions, hist what it charts (ui.go).
-	ui   uiSessions
-	hist history
+	ui         uiSessions
+	hist       history
 	shapeCache atomic.Pointer[shapeAt]
 	openAPI    []byte
 	live       liveCache

@@ -472,7 +472,9 @@ func (h *history) observe(now time.Time, wd *world, ws *policy.Windows) {
 		}
 		m[name] = append(s, v)
 	}
-	val := func(m policy.Metric, t policy.Target) (float64, bool) { return ws.Value(policy.Query{Metric: m, Target: t}) }
+	val := func(m policy.Metric, t policy.Target) (float64, bool) {
+		return ws.Value(policy.Query{Metric: m, Target: t})
+	}
 	v, ok := val(policy.MetricUtilization, policy.Cluster)
 	put(h.fleet, "utilization", v, ok)
 	v, ok = val(policy.MetricBusyUtilization, policy.Cluster)
