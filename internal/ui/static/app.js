@@ -55,6 +55,7 @@ function ago(t) {
   if (s < 129600) return Math.round(s / 3600) + "h";
   return Math.round(s / 86400) + "d";
 }
+function fmtNum(v) { return v === undefined || v === null ? "-" : Number(v).toLocaleString(undefined, { maximumFractionDigits: 3 }); }
 function tenantColor(i) { return i < 0 ? OTHER : PALETTE[i % PALETTE.length]; }
 
 // ---- sign-in and the live stream ----
@@ -336,10 +337,15 @@ function nodeInfo() {
 
 async function viewTenants() {
   const [usage, tenants] = await Promise.all([get("/v1/usage?limit=1000"), get("/v1/tenants?limit=1000")]);
+  // Fair share (when the server runs it) is on each tenant's own page:
+  // read it for the first 50.
   const fair = {};
-  if (!state.who.admin) {
-    try { const t = await get("/v1/tenants/" + encodeURIComponent(state.who.tenant)); if (t.fair_share) fair[t.name] = t.fair_share; } catch (e) { /* none */ }
-  }
+  await Promise.all(tenants.items.slice(0, 50).map(async (t) => {
+    try {
+      const full = await get("/v1/tenants/" + encodeURIComponent(t.name));
+      if (full.fair_share) fair[t.name] = full.fair_share;
+    } catch (e) { /* not shown */ }
+  }));
   const byTenant = new Map();
   for (const u of usage.items) {
     if (!byTenant.has(u.tenant)) byTenant.set(u.tenant, []);
@@ -362,7 +368,10 @@ async function viewTenants() {
     });
     const fs = fair[t.name];
     sections.push(el("h3", { text: t.name + (t.parent ? " (in " + t.parent + ")" : "") }));
-    if (fs) sections.push(el("p", { class: "muted", text: "fair share: " + JSON.stringify(fs.entries.map((e) => ({ share: e.share, factor: e.factor }))) }));
+    if (fs) {
+      sections.push(el("p", { class: "muted", text: "fair share: " + fs.entries.map((e) =>
+        (e.flavor || "all") + (e.region ? " in " + e.region : "") + ": share " + fmtNum(e.share) + ", decayed " + fmtNum(e.decayed_gpu_hours) + " GPU-h (" + fmtNum(e.usage) + " of the siblings'), factor " + fmtNum(e.factor)).join("; ") }));
+    }
     sections.push(rows.length ? el("table", {}, el("thead", {}, el("tr", {}, ["flavor", "region", "used / guaranteed / limit", "guaranteed", "used", "borrowed", "limit", "idle"]
       .map((h, i) => el("th", { class: i > 2 ? "num" : null, text: h })))), el("tbody", {}, rows)) : el("p", { class: "muted", text: "no quota entries" }));
   }
