@@ -82,7 +82,7 @@ func newUsageCmd() *cobra.Command {
 			return c.show(ctx, cl, out, func(ctx context.Context) (view, error) {
 				us, err := cl.Usage(ctx, c.givenTenant(), region)
 				return view{us, func(tw *tabwriter.Writer) {
-					fmt.Fprintln(tw, "Name\tCurrentValue\tReserved\tLimit\tGuaranteed\tBorrowed\tIdle\tTenant\tParent\tRegion")
+					fmt.Fprintln(tw, "NAME\tCURRENT VALUE\tRESERVED\tLIMIT\tGUARANTEED\tBORROWED\tIDLE\tTENANT\tPARENT\tREGION")
 					num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 					for _, u := range us {
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, num(u.CurrentValue), num(u.Reserved), limitStr(u.Limit),
