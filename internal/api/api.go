@@ -361,6 +361,20 @@ type Workload struct {
 	EffectiveRegions  []string `json:"effective_regions,omitempty"`
 	EffectivePools    []string `json:"effective_pools,omitempty"`
 	Effects           []Effect `json:"effects,omitempty"`
+	// EndedAt, EndNodes, ExitCodes and EndReason are set on a workload
+	// that ended (Succeeded, Failed, Cancelled): when, the nodes its last
+	// run ran on (replica by replica), the exit codes its replicas'
+	// agents reported for that run, and why it ended.
+	EndedAt   time.Time     `json:"ended_at,omitzero"`
+	EndNodes  []string      `json:"end_nodes,omitempty"`
+	ExitCodes []ReplicaExit `json:"exit_codes,omitempty"`
+	EndReason string        `json:"end_reason,omitempty"`
+}
+
+// ReplicaExit is the exit code an agent reported for a replica.
+type ReplicaExit struct {
+	Replica int `json:"replica"`
+	Code    int `json:"code"`
 }
 
 // Effect kinds: what of a workload a policy action in force changes.
@@ -592,15 +606,27 @@ type Node struct {
 	Reservation string `json:"reservation,omitempty"`
 	Down        bool   `json:"down,omitempty"`
 	// Drained: taken out of service by an operator (PATCH drained).
-	Drained bool              `json:"drained,omitempty"`
-	Labels  map[string]string `json:"labels,omitempty"`
+	Drained bool `json:"drained,omitempty"`
+	// Cordoned: closed to new work by an operator (PATCH cordoned); the
+	// work running there stays.
+	Cordoned bool              `json:"cordoned,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	// State is one of NodeStates: ready, cordoned (no new work, running
+	// work stays), drained (out of service: work evicted, none taken),
+	// lost (its agent stopped heartbeating), down (registered down).
+	State string `json:"state,omitempty"`
 }
 
-// NodeUpdate changes a node (admin): drain or undrain it, replace its
-// labels. Absent fields stay as they are.
+// NodeStates are the values of Node.State, as /metrics' arbiter_nodes
+// state label counts them.
+var NodeStates = []string{"ready", "cordoned", "drained", "lost", "down"}
+
+// NodeUpdate changes a node (admin): drain or undrain it, cordon or
+// uncordon it, replace its labels. Absent fields stay as they are.
 type NodeUpdate struct {
-	Drained *bool              `json:"drained,omitempty"`
-	Labels  *map[string]string `json:"labels,omitempty"`
+	Drained  *bool              `json:"drained,omitempty"`
+	Cordoned *bool              `json:"cordoned,omitempty"`
+	Labels   *map[string]string `json:"labels,omitempty"`
 }
 
 // NodeRegistration registers a machine (the agent API; admin here).

@@ -146,6 +146,7 @@ func newWorkloadLogsCmd(c *conn) *cobra.Command {
 	var tail int
 	cmd := &cobra.Command{
 		Use: "logs NAME", Short: "Print a replica's output (fetched from its node's agent)", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(workloadNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
 			if err != nil {

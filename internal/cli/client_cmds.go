@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
@@ -26,6 +26,7 @@ import (
 type conn struct {
 	server, token, tokenFile, tenant, output, context string
 	at                                                target
+	watching                                          bool // --watch (bindWatch)
 }
 
 func (c *conn) bind(cmd *cobra.Command) {
@@ -35,7 +36,7 @@ func (c *conn) bind(cmd *cobra.Command) {
 	f.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (env ARBITER_TOKEN_FILE; default: the context's)")
 	f.StringVar(&c.tenant, "tenant", "", "tenant to act on (env ARBITER_TENANT; default: the context's, else the token's tenant)")
 	f.StringVar(&c.context, "context", "", "context to use (env ARBITER_CONTEXT; default: the current one, see `arbiter config`)")
-	f.StringVarP(&c.output, "output", "o", "table", "output format: table, json or yaml")
+	f.StringVarP(&c.output, "output", "o", "table", "output format: "+strings.Join(outputFormats, ", ")+" (wide: the table with more columns; json, yaml: one document; jsonl: one JSON document a line, for streams)")
 }
 
 func firstNonEmpty(xs ...string) string {
@@ -45,34 +46,6 @@ func firstNonEmpty(xs ...string) string {
 		}
 	}
 	return ""
-}
-
-// emit writes v as JSON or YAML, or calls table for the table format.
-func (c *conn) emit(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
-	switch c.output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		b, err := json.Marshal(v) // YAML keys follow the JSON names
-		if err != nil {
-			return err
-		}
-		var generic any
-		if err := json.Unmarshal(b, &generic); err != nil {
-			return err
-		}
-		out, err := yaml.Marshal(generic)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(out)
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	table(tw)
-	return tw.Flush()
 }
 
 func limitStr(l *float64) string {
@@ -106,21 +79,21 @@ func newUsageCmd() *cobra.Command {
 		Short: "List quota families with their current value and limit, in GPUs",
 		Args:  cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			us, err := cl.Usage(ctx, c.givenTenant(), region)
-			if err != nil {
-				return err
-			}
-			return c.emit(out, us, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "Name\tCurrentValue\tReserved\tLimit\tGuaranteed\tBorrowed\tIdle\tTenant\tParent\tRegion")
-				num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-				for _, u := range us {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, num(u.CurrentValue), num(u.Reserved), limitStr(u.Limit),
-						num(u.Guaranteed), num(u.Borrowed), num(u.Idle), u.Tenant, dash(u.Parent), u.Region)
-				}
+			return c.show(ctx, cl, out, func(ctx context.Context) (view, error) {
+				us, err := cl.Usage(ctx, c.givenTenant(), region)
+				return view{us, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "NAME\tCURRENT VALUE\tRESERVED\tLIMIT\tGUARANTEED\tBORROWED\tIDLE\tTENANT\tPARENT\tREGION")
+					num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+					for _, u := range us {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, num(u.CurrentValue), num(u.Reserved), limitStr(u.Limit),
+							num(u.Guaranteed), num(u.Borrowed), num(u.Idle), u.Tenant, dash(u.Parent), u.Region)
+					}
+				}}, err
 			})
 		}),
 	}
 	list.Flags().StringVar(&region, "region", "", "region (default: all)")
+	c.bindWatch(list)
 	cmd.AddCommand(list)
 	return cmd
 }
@@ -133,9 +106,16 @@ func newReservationCmd() *cobra.Command {
 	c.bind(cmd)
 	table := func(rs []api.Reservation) func(tw *tabwriter.Writer) {
 		return func(tw *tabwriter.Writer) {
-			fmt.Fprintln(tw, "NAME\tTENANT\tREGION\tSKU\tCAPACITY\tBOUND\tSTATE\tSTART\tEND\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS")
+			wide := ""
+			if c.wide() {
+				wide = "\tZONE\tNODES"
+			}
+			fmt.Fprintln(tw, "NAME\tTENANT\tREGION\tSKU\tCAPACITY\tBOUND\tSTATE\tSTART\tEND\tRESERVED GPUS\tALLOCATED GPUS\tBORROWED GPUS"+wide)
 			for _, r := range rs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Tenant, r.Region, r.SKU, r.Capacity, len(r.Nodes), r.State, windowCell(r.Start), windowCell(r.End), gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs))
+				if c.wide() {
+					wide = "\t" + dash(r.Zone) + "\t" + dash(strings.Join(r.Nodes, ","))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s%s\n", r.Name, r.Tenant, r.Region, r.SKU, r.Capacity, len(r.Nodes), r.State, windowCell(r.Start), windowCell(r.End), gpuStr(r.ReservedGPUs), gpuStr(r.AllocatedGPUs), gpuStr(r.BorrowedGPUs), wide)
 			}
 		}
 	}
@@ -180,21 +160,22 @@ window opens. Until then it is Scheduled, then Active, then Expired.`,
 	listCmd := &cobra.Command{
 		Use: "list", Short: "List reservations with their window, state (Scheduled, Active, Expired) and utilization (the admin without --tenant: every tenant's)", Args: cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			var rs []api.Reservation
-			var err error
-			if t := c.givenTenant(); t != "" {
-				rs, err = cl.Reservations(ctx, t)
-			} else {
-				rs, err = cl.AllReservations(ctx) // the admin's: every tenant's; a tenant token's: its own
-			}
-			if err != nil {
-				return err
-			}
-			return c.emit(out, rs, table(rs))
+			return c.show(ctx, cl, out, func(ctx context.Context) (view, error) {
+				var rs []api.Reservation
+				var err error
+				if t := c.givenTenant(); t != "" {
+					rs, err = cl.Reservations(ctx, t)
+				} else {
+					rs, err = cl.AllReservations(ctx) // the admin's: every tenant's; a tenant token's: its own
+				}
+				return view{rs, table(rs)}, err
+			})
 		}),
 	}
+	c.bindWatch(listCmd)
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show a reservation with its utilization (the admin without --tenant: the one tenant holding NAME)", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(reservationNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := c.tenantHolding(ctx, cl, "reservation", args[0], reservationTenants(cl))
 			if err != nil {
@@ -213,6 +194,7 @@ window opens. Until then it is Scheduled, then Active, then Expired.`,
 	var capacity int
 	resize := &cobra.Command{
 		Use: "resize NAME --capacity N", Short: "Change a reservation's capacity (shrinking always succeeds)", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(reservationNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := c.tenantOf(ctx, cl, true)
 			if err != nil {
@@ -228,6 +210,7 @@ window opens. Until then it is Scheduled, then Active, then Expired.`,
 	resize.Flags().IntVar(&capacity, "capacity", 0, "new number of machines")
 	del := &cobra.Command{
 		Use: "delete NAME", Short: "Delete a reservation no live workload uses", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(reservationNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := c.tenantOf(ctx, cl, true)
 			if err != nil {
@@ -247,19 +230,58 @@ window opens. Until then it is Scheduled, then Active, then Expired.`,
 // ---- workloads ----
 
 // workloadTable prints workloads, one a row; AGE is the time since
-// submission (age).
-func workloadTable(ws []api.Workload) func(tw *tabwriter.Writer) {
+// submission (age). Wide adds where it runs or last ran (NODES), its
+// pools, when it ended, its replicas' exit codes and why it ended.
+func workloadTable(ws []api.Workload, wide bool) func(tw *tabwriter.Writer) {
 	return func(tw *tabwriter.Writer) {
 		now := time.Now()
-		fmt.Fprintln(tw, "NAME\tTENANT\tSTATE\tKIND\tPRIORITY\tGPUS\tREPLICAS\tFLAVOR\tREGION\tPREEMPTIONS\tAGE")
+		head := "NAME\tTENANT\tSTATE\tKIND\tPRIORITY\tGPUS\tREPLICAS\tFLAVOR\tREGION\tPREEMPTIONS\tAGE"
+		if wide {
+			head += "\tNODES\tPOOLS\tENDED\tEXIT CODES\tEND REASON"
+		}
+		fmt.Fprintln(tw, head)
 		for _, w := range ws {
 			flavor, region := strings.Join(w.Flavors, ","), strings.Join(w.Regions, ",")
 			if w.Running != nil {
 				flavor, region = w.Running.Flavor, w.Running.Region
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", w.Name, w.Tenant, w.State, w.Kind, shownPriority(w), gpuStr(w.GPUs), w.Replicas, flavor, region, w.Preemptions, age(w.SubmittedAt, now))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s", w.Name, w.Tenant, w.State, w.Kind, shownPriority(w), gpuStr(w.GPUs), w.Replicas, flavor, region, w.Preemptions, age(w.SubmittedAt, now))
+			if wide {
+				ended := "-"
+				if !w.EndedAt.IsZero() {
+					ended = age(w.EndedAt, now)
+				}
+				fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", dash(strings.Join(workloadNodes(w), ",")), dash(strings.Join(w.Pools, ",")), ended, dash(exitCodes(w.ExitCodes)), dash(w.EndReason))
+			}
+			fmt.Fprintln(tw)
 		}
 	}
+}
+
+// workloadNodes are the nodes a workload runs on, else those its last
+// run ran on (ended workloads), in replica order.
+func workloadNodes(w api.Workload) []string {
+	if w.Running == nil {
+		return w.EndNodes
+	}
+	var out []string
+	for _, r := range w.Running.Replicas {
+		out = append(out, r.Node)
+	}
+	return out
+}
+
+// exitCodes says the replicas' exit codes: "0" for one replica, "0:0,1:137"
+// for several.
+func exitCodes(es []api.ReplicaExit) string {
+	if len(es) == 1 && es[0].Replica == 0 {
+		return strconv.Itoa(es[0].Code)
+	}
+	var parts []string
+	for _, e := range es {
+		parts = append(parts, fmt.Sprintf("%d:%d", e.Replica, e.Code))
+	}
+	return strings.Join(parts, ",")
 }
 
 // age is the time from since to now in kubectl's short style, in its
@@ -383,7 +405,7 @@ token acts for its own tenant only.`}
 			if err != nil {
 				return err
 			}
-			return c.emit(out, w, workloadTable([]api.Workload{w}))
+			return c.emit(out, w, workloadTable([]api.Workload{w}, c.wide()))
 		}),
 	}
 	submit.Flags().StringVarP(&file, "file", "f", "", "workload YAML file")
@@ -400,59 +422,32 @@ token acts for its own tenant only.`}
 			if err != nil {
 				return err
 			}
-			ws, err := cl.Workloads(ctx, t, st)
-			if err != nil {
-				return err
-			}
-			return c.emit(out, ws, workloadTable(ws))
+			return c.show(ctx, cl, out, func(ctx context.Context) (view, error) {
+				ws, err := cl.Workloads(ctx, t, st)
+				return view{ws, workloadTable(ws, c.wide())}, err
+			})
 		}),
 	}
+	c.bindWatch(listCmd)
 	listCmd.Flags().StringVar(&state, "state", "", "only workloads in this state, in any case: "+strings.Join(api.WorkloadStates, ", "))
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show a workload and where it runs", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(workloadNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
 			if err != nil {
 				return err
 			}
-			w, err := cl.Workload(ctx, t, args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(out, w, func(tw *tabwriter.Writer) {
-				workloadTable([]api.Workload{w})(tw)
-				if w.Running != nil {
-					fmt.Fprintln(tw, "\nREPLICA\tNODE\tGPUS\tMILLI")
-					for i, r := range w.Running.Replicas {
-						fmt.Fprintf(tw, "%d\t%s\t%s\t%d\n", i, r.Node, intsString(r.GPUs), r.Milli)
-					}
-					for i, r := range w.Running.Replicas {
-						if len(r.IdleGPUs) > 0 {
-							fmt.Fprintf(tw, "IDLE GPUS\treplica %d: %s (under 5%% busy for 5 minutes)\n", i, intsString(r.IdleGPUs))
-						}
-					}
-				}
-				if w.LastPreemption != "" {
-					fmt.Fprintf(tw, "\nLAST PREEMPTION\t%s\n", w.LastPreemption)
-				}
-				if len(w.Effects) > 0 {
-					fmt.Fprintln(tw)
-					if w.EffectivePriority != "" {
-						fmt.Fprintf(tw, "EFFECTIVE PRIORITY\t%s (spec: %s)\n", w.EffectivePriority, dash(w.Priority))
-					}
-					if len(w.EffectiveRegions) > 0 {
-						fmt.Fprintf(tw, "EFFECTIVE REGIONS\t%s (spec: %s)\n", strings.Join(w.EffectiveRegions, ","), dash(strings.Join(w.Regions, ",")))
-					}
-					if len(w.EffectivePools) > 0 {
-						fmt.Fprintf(tw, "EFFECTIVE POOLS\t%s (spec: %s)\n", strings.Join(w.EffectivePools, ","), dash(strings.Join(w.Pools, ",")))
-					}
-					printEffects(tw, w.Effects, time.Now())
-				}
+			return c.show(ctx, cl, out, func(ctx context.Context) (view, error) {
+				w, err := cl.Workload(ctx, t, args[0])
+				return view{w, workloadShow(w, c.wide())}, err
 			})
 		}),
 	}
+	c.bindWatch(show)
 	cancel := &cobra.Command{
 		Use: "cancel NAME", Short: "Cancel a workload", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(workloadNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
 			if err != nil {
@@ -462,11 +457,12 @@ token acts for its own tenant only.`}
 			if err != nil {
 				return err
 			}
-			return c.emit(out, w, workloadTable([]api.Workload{w}))
+			return c.emit(out, w, workloadTable([]api.Workload{w}, c.wide()))
 		}),
 	}
 	why := &cobra.Command{
 		Use: "why NAME", Short: "Say why a workload is pending (or where it runs)", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(workloadNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
 			if err != nil {
@@ -488,6 +484,49 @@ token acts for its own tenant only.`}
 	}
 	cmd.AddCommand(submit, listCmd, show, cancel, why)
 	return cmd
+}
+
+// workloadShow is workload show's table: the workload's row, its
+// replicas, how it ended, and the policy effects on it.
+func workloadShow(w api.Workload, wide bool) func(tw *tabwriter.Writer) {
+	return func(tw *tabwriter.Writer) {
+		workloadTable([]api.Workload{w}, wide)(tw)
+		if w.Running != nil {
+			fmt.Fprintln(tw, "\nREPLICA\tNODE\tGPUS\tMILLI")
+			for i, r := range w.Running.Replicas {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\n", i, r.Node, intsString(r.GPUs), r.Milli)
+			}
+			for i, r := range w.Running.Replicas {
+				if len(r.IdleGPUs) > 0 {
+					fmt.Fprintf(tw, "IDLE GPUS\treplica %d: %s (under 5%% busy for 5 minutes)\n", i, intsString(r.IdleGPUs))
+				}
+			}
+		}
+		if w.LastPreemption != "" {
+			fmt.Fprintf(tw, "\nLAST PREEMPTION\t%s\n", w.LastPreemption)
+		}
+		if len(w.Effects) > 0 {
+			fmt.Fprintln(tw)
+			if w.EffectivePriority != "" {
+				fmt.Fprintf(tw, "EFFECTIVE PRIORITY\t%s (spec: %s)\n", w.EffectivePriority, dash(w.Priority))
+			}
+			if len(w.EffectiveRegions) > 0 {
+				fmt.Fprintf(tw, "EFFECTIVE REGIONS\t%s (spec: %s)\n", strings.Join(w.EffectiveRegions, ","), dash(strings.Join(w.Regions, ",")))
+			}
+			if len(w.EffectivePools) > 0 {
+				fmt.Fprintf(tw, "EFFECTIVE POOLS\t%s (spec: %s)\n", strings.Join(w.EffectivePools, ","), dash(strings.Join(w.Pools, ",")))
+			}
+			printEffects(tw, w.Effects, time.Now())
+		}
+		if !w.EndedAt.IsZero() {
+			fmt.Fprintf(tw, "\nENDED\t%s\n", w.EndedAt.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "END REASON\t%s\n", dash(w.EndReason))
+			fmt.Fprintf(tw, "LAST NODES\t%s\n", dash(strings.Join(w.EndNodes, ",")))
+			for _, e := range w.ExitCodes {
+				fmt.Fprintf(tw, "EXIT CODE\treplica %d: %d\n", e.Replica, e.Code)
+			}
+		}
+	}
 }
 
 // ---- tenants ----
@@ -602,6 +641,7 @@ func newTenantCmd() *cobra.Command {
 	var setAllowed []string
 	setPrio := &cobra.Command{
 		Use: "set-priorities NAME --allowed-priorities C1,C2...", Short: "Replace the priority classes a tenant's workloads may use", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(tenantNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := cl.SetAllowedPriorities(ctx, args[0], setAllowed)
 			if err != nil {
@@ -614,6 +654,7 @@ func newTenantCmd() *cobra.Command {
 	var setQuotas []string
 	setQuota := &cobra.Command{
 		Use: "set-quota NAME --quota flavor=F,region=R,guaranteed=G,limit=L...", Short: "Replace a tenant's quotas", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(tenantNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			qs, err := parseQuotas(setQuotas)
 			if err != nil {
@@ -639,6 +680,7 @@ func newTenantCmd() *cobra.Command {
 	}
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show a tenant", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(tenantNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := cl.Tenant(ctx, args[0])
 			if err != nil {
@@ -654,6 +696,7 @@ func newTenantCmd() *cobra.Command {
 	}
 	del := &cobra.Command{
 		Use: "delete NAME", Short: "Delete a tenant without workloads, reservations or children", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(tenantNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			if err := cl.DeleteTenant(ctx, args[0]); err != nil {
 				return err
@@ -666,6 +709,7 @@ func newTenantCmd() *cobra.Command {
 	var tokName string
 	tokCreate := &cobra.Command{
 		Use: "create TENANT [--name N]", Short: "Create a token for a tenant; the secret is shown once", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(tenantNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := cl.CreateToken(ctx, args[0], tokName)
 			if err != nil {
@@ -692,28 +736,35 @@ func newNodeCmd() *cobra.Command {
 	var region string
 	listCmd := &cobra.Command{
 		Use: "list [--region R]", Short: "List machines with their allocation", Args: cobra.NoArgs,
+		Long: `List machines with their allocation and state: ready; cordoned (takes no
+new work, its running work stays: node cordon); drained (out of service:
+its work evicted, it takes none: node drain); lost (its agent stopped
+heartbeating); down (registered down). -o wide adds the labels.`,
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			ns, err := cl.Nodes(ctx, region)
-			if err != nil {
-				return err
-			}
-			return c.emit(out, ns, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "ID\tREGION\tZONE\tBLOCK\tSKU\tMODEL\tGPUS\tALLOCATED\tRESERVATION\tSTATE")
-				for _, n := range ns {
-					state := "Ready"
-					if n.Down {
-						state = "Down"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.ID, n.Region, dash(n.Zone), n.Block, n.SKU, n.Model, n.GPUs, gpuStr(n.Allocated), dash(n.Reservation), state)
-				}
+			return c.show(ctx, cl, out, func(ctx context.Context) (view, error) {
+				ns, err := cl.Nodes(ctx, region)
+				return view{ns, nodeTable(ns, c.wide())}, err
 			})
 		}),
 	}
 	listCmd.Flags().StringVar(&region, "region", "", "only this region")
+	c.bindWatch(listCmd)
+	show := &cobra.Command{
+		Use: "show NODE", Short: "Show a machine with its allocation, state and labels", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(nodeNames),
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+			n, err := cl.Node(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return c.emit(out, n, nodeTable([]api.Node{n}, true))
+		}),
+	}
 	token := &cobra.Command{Use: "token", Short: "Node (agent) tokens", Args: cobra.NoArgs}
 	var tokName string
 	tokCreate := &cobra.Command{
 		Use: "create NODE [--name N]", Short: "Create the token of a node's agent: it may register and heartbeat that node only; the secret is shown once", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(nodeNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			t, err := cl.CreateNodeToken(ctx, args[0], tokName)
 			if err != nil {
@@ -727,23 +778,24 @@ func newNodeCmd() *cobra.Command {
 	}
 	tokCreate.Flags().StringVar(&tokName, "name", "agent", "token name")
 	token.AddCommand(tokCreate)
-	setDrained := func(use, short string, drained bool) *cobra.Command {
+	setState := func(use, short string, update func(on bool) api.NodeUpdate, on bool) *cobra.Command {
 		return &cobra.Command{
 			Use: use + " NODE", Short: short, Args: cobra.ExactArgs(1),
+			ValidArgsFunction: c.complete(nodeNames),
 			RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-				n, err := cl.UpdateNode(ctx, args[0], api.NodeUpdate{Drained: &drained})
+				n, err := cl.UpdateNode(ctx, args[0], update(on))
 				if err != nil {
 					return err
 				}
-				return c.emit(out, n, func(tw *tabwriter.Writer) {
-					fmt.Fprintln(tw, "ID\tDRAINED\tALLOCATED")
-					fmt.Fprintf(tw, "%s\t%v\t%s\n", n.ID, n.Drained, gpuStr(n.Allocated))
-				})
+				return c.emit(out, n, nodeTable([]api.Node{n}, c.wide()))
 			}),
 		}
 	}
+	drained := func(on bool) api.NodeUpdate { return api.NodeUpdate{Drained: &on} }
+	cordoned := func(on bool) api.NodeUpdate { return api.NodeUpdate{Cordoned: &on} }
 	del := &cobra.Command{
 		Use: "delete NODE", Short: "Remove a node that runs nothing and no reservation or partition holds (drain it first; stop its agent)", Args: cobra.ExactArgs(1),
+		ValidArgsFunction: c.complete(nodeNames),
 		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
 			if err := cl.DeleteNode(ctx, args[0]); err != nil {
 				return err
@@ -752,10 +804,60 @@ func newNodeCmd() *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.AddCommand(listCmd, token, del,
-		setDrained("drain", "Take a node out of service: its work is evicted and requeued, it takes none", true),
-		setDrained("undrain", "Return a drained node to service", false))
+	cmd.AddCommand(listCmd, show, token, del,
+		setState("cordon", "Close a node to new work: nothing new is placed there, the work running there stays", cordoned, true),
+		setState("uncordon", "Open a cordoned node to new work again", cordoned, false),
+		setState("drain", "Take a node out of service: its work is evicted and requeued, it takes none", drained, true),
+		setState("undrain", "Return a drained node to service", drained, false))
 	return cmd
+}
+
+// nodeTable prints nodes, one a row, with their state (ready, cordoned,
+// drained, lost, down); wide adds their labels.
+func nodeTable(ns []api.Node, wide bool) func(tw *tabwriter.Writer) {
+	return func(tw *tabwriter.Writer) {
+		head := "ID\tREGION\tZONE\tBLOCK\tSKU\tMODEL\tGPUS\tALLOCATED\tRESERVATION\tSTATE"
+		if wide {
+			head += "\tLABELS"
+		}
+		fmt.Fprintln(tw, head)
+		for _, n := range ns {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", n.ID, n.Region, dash(n.Zone), n.Block, n.SKU, n.Model, n.GPUs, gpuStr(n.Allocated), dash(n.Reservation), nodeStateOf(n))
+			if wide {
+				fmt.Fprintf(tw, "\t%s", dash(labelsString(n.Labels)))
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+}
+
+// nodeStateOf is the state the server gives, else the one its flags say
+// (a server from before states were named).
+func nodeStateOf(n api.Node) string {
+	switch {
+	case n.State != "":
+		return n.State
+	case n.Drained:
+		return "drained"
+	case n.Down:
+		return "down"
+	case n.Cordoned:
+		return "cordoned"
+	}
+	return "ready"
+}
+
+// labelsString writes labels as k=v pairs in key order.
+func labelsString(ls map[string]string) string {
+	keys := make([]string, 0, len(ls))
+	for k := range ls {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + ls[k]
+	}
+	return strings.Join(keys, ",")
 }
 
 func newRegionCmd() *cobra.Command {
@@ -786,57 +888,59 @@ func newEventsCmd() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
 		Use:   "events [--after SEQ] [--follow] [--tenant T]",
-		Short: "Print what changed (long-polls with --follow): SEQ, TIME, TYPE, TENANT, OBJECT, MESSAGE",
-		Long: `Print what changed: one event a line (SEQ, TIME, TYPE, TENANT, OBJECT,
-MESSAGE), or one JSON object a line with -o json. The admin sees every
-tenant's events, or one tenant's with --tenant (or ARBITER_TENANT, or the
+		Short: "Print what changed (streams with --follow): SEQ, TIME, TYPE, TENANT, OBJECT, MESSAGE",
+		Long: `Print what changed: a table of events (SEQ, TIME, TYPE, TENANT, OBJECT,
+MESSAGE), one JSON array with -o json (or a YAML list with -o yaml), or
+one JSON object a line with -o jsonl. --follow keeps printing new events
+as they come (the server's event stream) until Ctrl-C: a table row or a
+JSON line each (-o table, wide or jsonl). The admin sees every tenant's
+events, or one tenant's with --tenant (or ARBITER_TENANT, or the
 context's tenant); a tenant token sees its own.`,
 		Args: cobra.NoArgs,
 		RunE: c.runFor(0, func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
 			tenant := c.givenTenant()
-			print := func(e api.Event) {
-				if c.output == "json" {
-					b, _ := json.Marshal(e)
-					fmt.Fprintln(out, string(b))
-				} else {
-					fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Type, dash(e.Tenant), e.Object, e.Message)
-				}
+			if follow && (c.output == "json" || c.output == "yaml") {
+				return fmt.Errorf("--follow prints a stream: use -o table, wide or jsonl (one JSON object a line), not %s", c.output)
+			}
+			const head = "SEQ\tTIME\tTYPE\tTENANT\tOBJECT\tMESSAGE"
+			row := func(w io.Writer, e api.Event) {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Type, dash(e.Tenant), e.Object, e.Message)
 			}
 			if follow {
-				// Server-sent events; reconnect after the last event seen.
-				for {
-					var err error
-					after, err = cl.StreamTenantEvents(ctx, tenant, after, func(e api.Event) error {
-						print(e)
-						return nil
-					})
-					if ctx.Err() != nil {
-						return nil
-					}
-					var ae *api.Error
-					if errors.As(err, &ae) {
-						return err
-					}
-					select {
-					case <-ctx.Done():
-						return nil
-					case <-time.After(2 * time.Second):
-					}
+				if c.output != "jsonl" {
+					fmt.Fprintln(out, head)
 				}
+				return followEvents(ctx, cl, tenant, after, func(e api.Event) {
+					if c.output == "jsonl" {
+						b, _ := json.Marshal(e)
+						fmt.Fprintf(out, "%s\n", b)
+						return
+					}
+					row(out, e)
+				})
 			}
 			ev, err := cl.TenantEvents(ctx, tenant, after, 0, 1000)
 			if err != nil {
 				return err
 			}
-			for _, e := range ev.Items {
-				print(e)
+			if c.output == "jsonl" {
+				for _, e := range ev.Items {
+					b, _ := json.Marshal(e)
+					fmt.Fprintf(out, "%s\n", b)
+				}
+				return nil
 			}
-			return nil
+			return c.emit(out, ev.Items, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, head)
+				for _, e := range ev.Items {
+					row(tw, e)
+				}
+			})
 		}),
 	}
 	c.bind(cmd)
 	cmd.Flags().Int64Var(&after, "after", 0, "print events after this sequence number")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep waiting for new events")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until Ctrl-C")
 	return cmd
 }
 

@@ -107,10 +107,8 @@ func selectedContext(flag string) (*cliContext, error) {
 
 // client returns the command's client, after checking the output format.
 func (c *conn) client() (*client.Client, error) {
-	switch c.output {
-	case "table", "json", "yaml":
-	default:
-		return nil, fmt.Errorf("unknown output format %q: use table, json or yaml", c.output)
+	if err := checkOutput(c.output); err != nil {
+		return nil, err
 	}
 	at, err := c.resolve()
 	if err != nil {
@@ -218,7 +216,7 @@ func (c *conn) runFor(timeout time.Duration, fn func(ctx context.Context, cl *cl
 			return named(name, err)
 		}
 		ctx := cmd.Context()
-		if timeout > 0 {
+		if timeout > 0 && !c.watching { // a watch lasts until Ctrl-C
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()

@@ -358,19 +358,17 @@ func TestAdminFleetByName(t *testing.T) {
 
 	// events --tenant for the admin: that tenant's only.
 	out = mustRun(t, cmd(as, "events", "--tenant", "fabrikam", "-o", "json")...)
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var e api.Event
-		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Tenant != "fabrikam" {
-			t.Fatalf("events --tenant fabrikam: %q: %+v %v", line, e, err)
-		}
-		n++
+	var evs []api.Event
+	if err := json.Unmarshal([]byte(out), &evs); err != nil || len(evs) == 0 {
+		t.Fatalf("events --tenant fabrikam -o json: one array of events: %v\n%s", err, out)
 	}
-	if n == 0 {
-		t.Fatal("events --tenant fabrikam printed nothing")
+	for _, e := range evs {
+		if e.Tenant != "fabrikam" {
+			t.Fatalf("events --tenant fabrikam: %+v", e)
+		}
 	}
 	out = mustRun(t, cmd(as, "events")...)
-	wantIn(t, "admin events", out, "\tcontoso\t", "\tfabrikam\t")
+	wantIn(t, "admin events", out, "SEQ ", " contoso ", " fabrikam ")
 
 	// A tenant token: its own workload of the shared name, never the
 	// other's; no path reaches fabrikam's objects.

@@ -2,16 +2,15 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/arbiterhq/arbiter/internal/client"
 )
@@ -167,39 +166,26 @@ picks another one for one command.`,
 				rows = append(rows, contextRow{Current: c.Name == cfg.CurrentContext, Name: c.Name, Server: c.Server, TokenFile: c.TokenFile, Tenant: c.Tenant})
 			}
 			out := cmd.OutOrStdout()
-			switch output {
-			case "json":
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
-			case "yaml":
-				b, err := yaml.Marshal(rows)
-				if err != nil {
-					return err
-				}
-				_, err = out.Write(b)
-				return err
-			case "table":
-			default:
-				return fmt.Errorf("config get-contexts: unknown output format %q: use table, json or yaml", output)
+			if err := checkOutput(output); err != nil {
+				return named("config get-contexts", err)
 			}
-			if len(rows) == 0 {
+			if len(rows) == 0 && (output == "table" || output == "wide") {
 				fmt.Fprintf(out, "no contexts in %s: run `arbiter login --server URL --token-file FILE`\n", path)
 				return nil
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CURRENT\tNAME\tSERVER\tTOKEN FILE\tTENANT")
-			for _, r := range rows {
-				cur := ""
-				if r.Current {
-					cur = "*"
+			return (&conn{output: output}).emit(out, rows, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "CURRENT\tNAME\tSERVER\tTOKEN FILE\tTENANT")
+				for _, r := range rows {
+					cur := ""
+					if r.Current {
+						cur = "*"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cur, r.Name, r.Server, r.TokenFile, dash(r.Tenant))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cur, r.Name, r.Server, r.TokenFile, dash(r.Tenant))
-			}
-			return tw.Flush()
+			})
 		},
 	}
-	get.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	get.Flags().StringVarP(&output, "output", "o", "table", "output format: "+strings.Join(outputFormats, ", "))
 	use := &cobra.Command{
 		Use: "use-context NAME", Short: "Make a context the current one", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -216,7 +216,14 @@ func (c *Client) SetAllowedPriorities(ctx context.Context, tenant string, classe
 
 // CreateToken creates a token for a tenant (admin); the secret is only
 // returned here.
-// UpdateNode drains, undrains or relabels a node (admin).
+// Node returns one machine with its allocation and state (admin).
+func (c *Client) Node(ctx context.Context, id string) (api.Node, error) {
+	var out api.Node
+	return out, c.Do(ctx, "GET", "/v1/nodes/"+esc(id), nil, &out)
+}
+
+// UpdateNode drains or undrains, cordons or uncordons, or relabels a node
+// (admin).
 func (c *Client) UpdateNode(ctx context.Context, id string, u api.NodeUpdate) (api.Node, error) {
 	var out api.Node
 	return out, c.Do(ctx, "PATCH", "/v1/nodes/"+esc(id), u, &out)

@@ -22,6 +22,9 @@ type Input struct {
 	Workloads []*workload.Workload
 	// Down lists nodes that are unavailable; work on them is evicted.
 	Down []fleet.NodeID
+	// Cordoned lists nodes that take no new work: nothing is placed on
+	// them, but the work running there stays (unlike Down).
+	Cordoned []fleet.NodeID
 	// SpotPrices are the current spot prices; a spot workload with a max
 	// price is not placed where the price is above its admission bound
 	// (see spot.AdmitBound).

@@ -79,6 +79,7 @@ type cacheKey struct {
 	reservations *tenancy.Reservation
 	active       string // which reservations have pools, one byte each: 1 active, 2 upcoming (bound, before Start)
 	down         []fleet.NodeID
+	cordoned     []fleet.NodeID
 	byLabel      bool // pools split by PoolLabel
 }
 
@@ -96,7 +97,7 @@ type skeleton struct {
 }
 
 func keyFor(in *Input) cacheKey {
-	k := cacheKey{fleet: in.Fleet, nPartitions: len(in.Partitions), down: in.Down, byLabel: poolConstrained(in)}
+	k := cacheKey{fleet: in.Fleet, nPartitions: len(in.Partitions), down: in.Down, cordoned: in.Cordoned, byLabel: poolConstrained(in)}
 	if len(in.Partitions) > 0 {
 		k.partitions = &in.Partitions[0]
 	}
@@ -118,7 +119,7 @@ func keyFor(in *Input) cacheKey {
 
 func (a cacheKey) equal(b cacheKey) bool {
 	return a.fleet == b.fleet && a.partitions == b.partitions && a.nPartitions == b.nPartitions &&
-		a.reservations == b.reservations && a.active == b.active && slices.Equal(a.down, b.down) && a.byLabel == b.byLabel
+		a.reservations == b.reservations && a.active == b.active && slices.Equal(a.down, b.down) && slices.Equal(a.cordoned, b.cordoned) && a.byLabel == b.byLabel
 }
 
 // poolConstrained reports whether some workload has a pool constraint:
@@ -141,7 +142,7 @@ func (c *Cache) skeleton(in *Input) *skeleton {
 	}
 	k := keyFor(in)
 	if c.skel == nil || !c.key.equal(k) {
-		k.down = slices.Clone(k.down)
+		k.down, k.cordoned = slices.Clone(k.down), slices.Clone(k.cordoned)
 		c.key, c.skel = k, buildSkeleton(in, k.byLabel)
 	}
 	return c.skel
@@ -185,6 +186,10 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 	down := make(map[fleet.NodeID]bool, len(in.Down))
 	for _, id := range in.Down {
 		down[id] = true
+	}
+	cordoned := make(map[fleet.NodeID]bool, len(in.Cordoned))
+	for _, id := range in.Cordoned {
+		cordoned[id] = true
 	}
 	// Which pool each node belongs to: an active or upcoming reservation
 	// (bound, before its Start: see eligiblePools) first, then a partition,
@@ -248,6 +253,9 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 		if down[n.ID] {
 			ns.down = true
 			continue
+		}
+		if cordoned[n.ID] {
+			continue // in no pool: nothing new is placed here; its running work stays
 		}
 		k := access[i]
 		pi, ok := lastPool, lastPool >= 0 && k == lastKey

@@ -341,7 +341,7 @@ func TestEndToEnd(t *testing.T) {
 	// not count again).
 	out = mustCLI(t, p, tok["contoso"], "usage", "list", "--region", "eastus")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if !strings.HasPrefix(lines[0], "Name") || !strings.Contains(lines[0], "CurrentValue") || !strings.Contains(lines[0], "Reserved") || !strings.Contains(lines[0], "Limit") {
+	if !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "CURRENT VALUE") || !strings.Contains(lines[0], "RESERVED") || !strings.Contains(lines[0], "LIMIT") {
 		t.Fatalf("usage header: %q", lines[0])
 	}
 	var usage []api.Usage

@@ -73,11 +73,13 @@ var placementWaitBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
 
 // nodeStates are the values of arbiter_nodes' state label, each node in
 // exactly one (see nodeState).
-var nodeStates = []string{"ready", "drained", "lost", "down"}
+var nodeStates = api.NodeStates
 
-// nodeState is a node's state as /metrics counts it: drained (an operator
-// took it out of service, whatever its agent does), lost (its agent
-// stopped heartbeating), down (registered or configured down), ready.
+// nodeState is a node's state as /metrics counts it and `node list`
+// shows it: drained (an operator took it out of service, whatever its
+// agent does), lost (its agent stopped heartbeating), down (registered
+// or configured down), cordoned (an operator closed it to new work; its
+// running work stays), ready.
 func nodeState(n *store.Node) string {
 	switch {
 	case n.Drained:
@@ -86,6 +88,8 @@ func nodeState(n *store.Node) string {
 		return "lost"
 	case n.Down:
 		return "down"
+	case n.Cordoned:
+		return "cordoned"
 	}
 	return "ready"
 }

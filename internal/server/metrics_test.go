@@ -250,6 +250,9 @@ func TestNodeStateGauge(t *testing.T) {
 	if _, err := h.admin.UpdateNode(h.ctx, "eus-a-n0000", api.NodeUpdate{Drained: &drained}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := h.admin.UpdateNode(h.ctx, "eus-a-n0002", api.NodeUpdate{Cordoned: &drained}); err != nil {
+		t.Fatal(err)
+	}
 	err := h.st.Update(h.ctx, func(tx store.WriteTx) error {
 		for id, f := range map[string]func(n *store.Node){
 			"eus-a-n0000": func(n *store.Node) { n.Down, n.Lost = true, true }, // drained, then lost
@@ -272,11 +275,12 @@ func TestNodeStateGauge(t *testing.T) {
 	}
 	h.s.Cycle(h.ctx)
 	all := series(t, h.s.metrics)
-	want := map[string]float64{`arbiter_nodes{state="ready"}`: 5, `arbiter_nodes{state="drained"}`: 1, `arbiter_nodes{state="lost"}`: 1, `arbiter_nodes{state="down"}`: 1}
+	want := map[string]float64{`arbiter_nodes{state="ready"}`: 4, `arbiter_nodes{state="cordoned"}`: 1, `arbiter_nodes{state="drained"}`: 1, `arbiter_nodes{state="lost"}`: 1, `arbiter_nodes{state="down"}`: 1}
 	if d := cmp.Diff(want, named(all, "arbiter_nodes")); d != "" {
 		t.Errorf("arbiter_nodes (-want +got):\n%s", d)
 	}
-	// Capacity leaves the three out: 2 of 4 A100 nodes in eastus, 1 of 2 H100.
+	// Capacity leaves the three out (the cordoned node is up: its work
+	// stays): 2 of 4 A100 nodes in eastus, 1 of 2 H100.
 	for k, v := range map[string]float64{`arbiter_capacity_gpus{flavor="A100-80G",region="eastus"}`: 16, `arbiter_capacity_gpus{flavor="H100-80G",region="eastus"}`: 8} {
 		if all[k] != v {
 			t.Errorf("%s = %v, want %v", k, all[k], v)

@@ -16,8 +16,8 @@ func (s *Server) updateNode(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.Drained == nil && req.Labels == nil {
-		return apiErr(http.StatusBadRequest, api.CodeInvalid, "", "nothing to change: send drained and/or labels")
+	if req.Drained == nil && req.Cordoned == nil && req.Labels == nil {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "", "nothing to change: send drained, cordoned and/or labels")
 	}
 	if req.Labels != nil {
 		if err := s.checkLabels("labels", *req.Labels); err != nil {
@@ -35,6 +35,10 @@ func (s *Server) updateNode(w http.ResponseWriter, r *http.Request) error {
 		if req.Drained != nil && *req.Drained != n.Drained {
 			n.Drained = *req.Drained
 			what = append(what, map[bool]string{true: "drained", false: "undrained"}[n.Drained])
+		}
+		if req.Cordoned != nil && *req.Cordoned != n.Cordoned {
+			n.Cordoned = *req.Cordoned
+			what = append(what, map[bool]string{true: "cordoned", false: "uncordoned"}[n.Cordoned])
 		}
 		if req.Labels != nil {
 			n.Labels = *req.Labels
@@ -141,7 +145,7 @@ func (s *Server) nodesOut(wd *world) []api.Node {
 	out := []api.Node{}
 	for _, n := range wd.Nodes {
 		o := api.Node{ID: string(n.ID), Region: n.Region, Zone: n.Zone, Block: string(n.Block), SKU: string(n.SKU),
-			Down: n.Down || n.Drained, Drained: n.Drained, Labels: n.Labels, Allocated: api.GPUs(alloc[n.ID]), Reservation: resOf[n.ID]}
+			Down: n.Down || n.Drained, Drained: n.Drained, Cordoned: n.Cordoned, State: nodeState(n), Labels: n.Labels, Allocated: api.GPUs(alloc[n.ID]), Reservation: resOf[n.ID]}
 		if sku, ok := wd.Catalog.SKU(n.SKU); ok {
 			o.Model, o.GPUs = string(sku.Model), sku.GPUs
 		}

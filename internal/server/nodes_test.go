@@ -80,3 +80,56 @@ func TestNodeDrainAndDelete(t *testing.T) {
 		t.Errorf("empty update: %v, want InvalidArgument", err)
 	}
 }
+
+// TestNodeCordon: a cordoned node keeps the work running on it but takes
+// no new work (which goes elsewhere), and shows state cordoned; uncordoned,
+// it takes work again (the same best fit that the cordon turned away).
+func TestNodeCordon(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	c := h.tenant("contoso")
+	where := func(name string) string {
+		w, err := c.Workload(h.ctx, "contoso", name)
+		if err != nil || w.Running == nil || len(w.Running.Replicas) == 0 {
+			return ""
+		}
+		return w.Running.Replicas[0].Node
+	}
+	if _, err := c.Submit(h.ctx, "contoso", spec("a", 4, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	first := where("a")
+	if first == "" {
+		t.Fatal("a is not running")
+	}
+	yes, no := true, false
+	n, err := h.admin.UpdateNode(h.ctx, first, api.NodeUpdate{Cordoned: &yes})
+	if err != nil || !n.Cordoned || n.Down || n.Drained || n.State != "cordoned" {
+		t.Fatalf("cordon: %+v %v", n, err)
+	}
+	if _, err := c.Submit(h.ctx, "contoso", spec("b", 4, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	h.s.Cycle(h.ctx)
+	if now := where("a"); now != first {
+		t.Fatalf("a moved from cordoned node %s to %q", first, now)
+	}
+	if b := where("b"); b == "" || b == first {
+		t.Fatalf("b runs on %q: want a node other than cordoned %s", b, first)
+	}
+	if n, err := h.admin.UpdateNode(h.ctx, first, api.NodeUpdate{Cordoned: &no}); err != nil || n.Cordoned || n.State != "ready" {
+		t.Fatalf("uncordon: %+v %v", n, err)
+	}
+	if _, err := c.Submit(h.ctx, "contoso", spec("c", 4, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	if got := where("c"); got != first {
+		t.Fatalf("after uncordon c runs on %q, want the best fit %s (4 GPUs free)", got, first)
+	}
+	// Drained wins over cordoned in the state shown.
+	if n, err := h.admin.UpdateNode(h.ctx, first, api.NodeUpdate{Cordoned: &yes, Drained: &yes}); err != nil || n.State != "drained" {
+		t.Fatalf("cordoned and drained: %+v %v", n, err)
+	}
+}

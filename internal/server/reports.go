@@ -161,10 +161,11 @@ func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaR
 	}
 	ended := failed || done >= x.Spec.Replicas
 	if ended {
-		x.State, x.Running, x.EndedAt = store.StateSucceeded, nil, now
+		st, reason := store.StateSucceeded, fmt.Sprintf("all %d replica(s) exited with code 0", x.Spec.Replicas)
 		if failed {
-			x.State = store.StateFailed
+			st, reason = store.StateFailed, msg
 		}
+		x.End(st, now, reason)
 	}
 	if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 		return false, err

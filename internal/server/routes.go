@@ -155,7 +155,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/nodes", adminOnly, routeDoc{summary: "List machines with their allocation", resp: api.List[api.Node]{}, query: []string{"region", "limit", "continue"}}, s.listNodes},
 		{"POST /v1/nodes", nodeSelf, routeDoc{summary: "Register a machine (a node token: its own node only)", req: api.NodeRegistration{}, resp: api.Node{}, status: 201}, s.registerNode},
 		{"GET /v1/nodes/{id}", adminOnly, routeDoc{summary: "Show a machine", resp: api.Node{}}, s.getNode},
-		{"PATCH /v1/nodes/{id}", adminOnly, routeDoc{summary: "Drain or undrain a node (a drained node's work is evicted and requeued; it takes none), or replace its labels", req: api.NodeUpdate{}, resp: api.Node{}}, s.updateNode},
+		{"PATCH /v1/nodes/{id}", adminOnly, routeDoc{summary: "Drain or undrain a node (a drained node's work is evicted and requeued; it takes none), cordon or uncordon it (a cordoned node takes no new work; its running work stays), or replace its labels", req: api.NodeUpdate{}, resp: api.Node{}}, s.updateNode},
 		{"DELETE /v1/nodes/{id}", adminOnly, routeDoc{summary: "Remove a node that runs nothing and no reservation or partition holds (drain it first)"}, s.deleteNode},
 
 		// the agent protocol

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/sched"
@@ -28,7 +29,33 @@ func workloadOut(x *store.Workload) api.Workload {
 		}
 		o.Running = ra
 	}
+	if !x.State.Live() && !x.EndedAt.IsZero() {
+		o.EndedAt, o.EndReason = x.EndedAt, x.EndReason
+		for _, n := range x.EndNodes {
+			o.EndNodes = append(o.EndNodes, string(n))
+		}
+		o.ExitCodes = lastExits(x)
+	}
 	return o
+}
+
+// lastExits are the exit codes of the last run's replicas, by replica
+// (nil when no replica of it reported an exit).
+func lastExits(x *store.Workload) []api.ReplicaExit {
+	var last time.Time
+	for _, e := range x.Exits {
+		if e.StartedAt.After(last) {
+			last = e.StartedAt
+		}
+	}
+	var out []api.ReplicaExit
+	for _, e := range x.Exits {
+		if e.StartedAt.Equal(last) {
+			out = append(out, api.ReplicaExit{Replica: e.Replica, Code: e.Code})
+		}
+	}
+	slices.SortFunc(out, func(a, b api.ReplicaExit) int { return a.Replica - b.Replica })
+	return out
 }
 
 // shape is the fleet submissions are checked against (workload.CheckFleet)
@@ -289,7 +316,11 @@ func (s *Server) cancelWorkload(w http.ResponseWriter, r *http.Request) error {
 		if !x.State.Live() {
 			return nil // cancelling twice is a no-op
 		}
-		x.State, x.Running, x.EndedAt = store.StateCancelled, nil, s.now()
+		by := "the admin"
+		if c := who(r); !c.admin {
+			by = "tenant " + tenant
+		}
+		x.End(store.StateCancelled, s.now(), "cancelled by "+by)
 		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 			return err
 		}

@@ -31,6 +31,8 @@ type world struct {
 	// supplied them (shared: never changed); nil means input makes them.
 	sched []*workload.Workload
 	Down  []fleet.NodeID
+	// Cordoned are the up nodes closed to new work (running work stays).
+	Cordoned []fleet.NodeID
 }
 
 const settingCatalog = "catalog"
@@ -79,6 +81,8 @@ func loadWorldWith(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool, cach
 		})
 		if n.Down || n.Drained {
 			w.Down = append(w.Down, n.ID)
+		} else if n.Cordoned {
+			w.Cordoned = append(w.Cordoned, n.ID)
 		}
 	}
 	if w.Fleet, err = fleet.FromNodes(cat, nodes); err != nil {
@@ -148,7 +152,7 @@ func tenantSpec(t *store.Tenant) tenancy.TenantSpec {
 // input builds the scheduler's input. Workloads are copies named by key.
 func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
 	in := sched.Input{
-		Now: now, Seed: uint64(w.Revision), Fleet: w.Fleet, Tenants: tree, Down: w.Down,
+		Now: now, Seed: uint64(w.Revision), Fleet: w.Fleet, Tenants: tree, Down: w.Down, Cordoned: w.Cordoned,
 	}
 	in.Reservations = w.reservations()
 	for _, p := range w.Partitions {

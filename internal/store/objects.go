@@ -52,6 +52,9 @@ type Node struct {
 	// Drained is set by an operator: the node is out of service (its work
 	// is evicted, it takes none) until undrained, whatever its agent does.
 	Drained bool `json:"drained,omitempty"`
+	// Cordoned is set by an operator: the node takes no new work, but the
+	// work running there stays, until uncordoned.
+	Cordoned bool `json:"cordoned,omitempty"`
 }
 
 func (o *Node) Kind() Kind  { return KindNode }
@@ -122,6 +125,18 @@ type Exit struct {
 	StartedAt time.Time `json:"started_at"`
 }
 
+// End marks x ended in state st at now, for reason: it keeps the nodes
+// of the run it leaves (Running is cleared) and the time.
+func (x *Workload) End(st State, now time.Time, reason string) {
+	if a := x.Running; a != nil {
+		x.EndNodes = x.EndNodes[:0]
+		for _, r := range a.Replicas {
+			x.EndNodes = append(x.EndNodes, r.Node)
+		}
+	}
+	x.State, x.Running, x.EndedAt, x.EndReason = st, nil, now, reason
+}
+
 // Live reports whether the scheduler sees the workload.
 func (s State) Live() bool { return s == StatePending || s == StateRunning }
 
@@ -138,6 +153,11 @@ type Workload struct {
 	// LastPreemption says why the workload was last evicted.
 	LastPreemption string    `json:"last_preemption,omitempty"`
 	EndedAt        time.Time `json:"ended_at,omitzero"`
+	// EndNodes are the nodes its last run ran on, replica by replica, and
+	// EndReason says why it ended (set when it ends: succeeded, failed or
+	// cancelled); the last run's exit codes stay in Exits.
+	EndNodes  []fleet.NodeID `json:"end_nodes,omitempty"`
+	EndReason string         `json:"end_reason,omitempty"`
 	// Command is run by the node agents (nil: nothing to run).
 	Command *Command `json:"command,omitempty"`
 	// Exits are the replicas' exits of the current run, as agents report.
