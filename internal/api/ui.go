@@ -52,7 +52,7 @@ const (
 type UINode struct {
 	ID    string `json:"id"`
 	Model string `json:"model"`
-	// State is ready, drained, lost or down.
+	// State is ready, cordoned, drained, lost or down (as node list).
 	State string `json:"state"`
 	// Reserved is "own" (a reservation of the caller's, or any for the
 	// admin), "other" (another tenant's) or "".

@@ -240,18 +240,6 @@ func (s *Server) uiLogout(w http.ResponseWriter, r *http.Request) {
 
 // ---- the dashboard's views ----
 
-func nodeUIState(n *store.Node) string {
-	switch {
-	case n.Drained:
-		return "drained"
-	case n.Down && n.Lost:
-		return "lost"
-	case n.Down:
-		return "down"
-	}
-	return "ready"
-}
-
 // uiFleet is GET /v1/ui/fleet.
 func (s *Server) uiFleet(w http.ResponseWriter, r *http.Request) error {
 	caller := who(r)
@@ -380,7 +368,7 @@ func fleetView(wd *world, caller principal) api.UIFleet {
 		if sku, ok := wd.Catalog.SKU(n.SKU); ok {
 			gpus, model = sku.GPUs, string(sku.Model)
 		}
-		un := api.UINode{ID: string(n.ID), Model: model, State: nodeUIState(n), Holder: make([]int, gpus), Kind: make([]int, gpus), Milli: make([]int, gpus)}
+		un := api.UINode{ID: string(n.ID), Model: model, State: nodeState(n), Holder: make([]int, gpus), Kind: make([]int, gpus), Milli: make([]int, gpus)}
 		if rv := resOf[n.ID]; rv != nil {
 			un.Reserved = "other"
 			if caller.admin || rv.Tenant == caller.tenant {

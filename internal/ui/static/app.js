@@ -187,7 +187,7 @@ function legend(f) {
   if (!state.who.admin) items.push(el("span", {}, el("i", { class: "sw", style: "background:" + OTHER }), "other tenants"));
   items.push(el("span", {}, el("i", { class: "sw", style: "background:" + FREE }), "free"));
   items.push(el("span", {}, el("i", { class: "sw", style: "background:" + DOWN }), "down / lost"));
-  items.push(el("span", { class: "muted", text: "solid: guaranteed · striped: borrowed · thick border: on own reservation · dot: lent reservation · partly filled: a share of a GPU" }));
+  items.push(el("span", { class: "muted", text: "solid: guaranteed · striped: borrowed · thick border: on own reservation · dot: lent reservation · partly filled: a share of a GPU · struck through: drained (orange) or cordoned (purple)" }));
   return el("div", { class: "legend" }, items);
 }
 
@@ -234,7 +234,7 @@ function drawFleet() {
   for (const h of L.heads) g.fillText(h.text, PAD, h.y + 2);
   for (let i = 0; i < L.nodes.length; i++) {
     const { n, x, y } = L.nodes[i];
-    const down = n.state !== "ready";
+    const down = n.state === "down" || n.state === "lost";
     for (let k = 0; k < n.holder.length; k++) {
       const cx = x + k * (CELL + GAP);
       const h = n.holder[k], kind = n.kind[k];
@@ -260,8 +260,8 @@ function drawFleet() {
       g.lineWidth = 1;
       g.strokeRect(x - 1.5, y - 1.5, n.holder.length * (CELL + GAP) - GAP + 3, CELL + 3);
     }
-    if (n.state === "drained") {
-      g.strokeStyle = "#d55e00";
+    if (n.state === "drained" || n.state === "cordoned") { // struck through: no new work (drained: its work evicted too)
+      g.strokeStyle = n.state === "drained" ? "#d55e00" : "#cc79a7";
       g.beginPath(); g.moveTo(x, y + CELL); g.lineTo(x + n.holder.length * (CELL + GAP), y); g.stroke();
     }
   }
