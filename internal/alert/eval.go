@@ -130,22 +130,13 @@ func (e *Evaluator) SetRules(f *File) {
 // PromQueries returns the Prometheus queries the enabled rules read, each
 // once, ordered by series: what the server runs for them.
 func (e *Evaluator) PromQueries() []policy.PromQuery {
-	seen := map[string]policy.PromQuery{}
+	var qs []policy.PromQuery
 	for _, rs := range e.rules {
 		if q, ok := rs.rule.Prom(); ok && rs.rule.On() {
-			seen[q.Series()] = q
+			qs = append(qs, q)
 		}
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]policy.PromQuery, len(keys))
-	for i, k := range keys {
-		out[i] = seen[k]
-	}
-	return out
+	return policy.DistinctPromQueries(qs)
 }
 
 func seriesKey(metric string, labels map[string]string) string {

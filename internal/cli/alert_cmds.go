@@ -83,27 +83,38 @@ func newAlertCmd() *cobra.Command {
 		}),
 	}
 	lc.bind(listCmd)
-	var ac conn
+	apply := applyFileCmd("alert apply", "Replace the alert rules with a rules file", "alert rules file (YAML)",
+		func(ctx context.Context, cl *client.Client, file string, data []byte) (api.Alerts, error) {
+			return cl.ApplyAlerts(ctx, api.AlertsApply{File: file, Source: string(data)})
+		}, alertTable)
+	cmd.AddCommand(listCmd, apply)
+	return cmd
+}
+
+// applyFileCmd is an `apply -f FILE` command that sends a file's text to
+// the server (name in messages) and prints what it answers.
+func applyFileCmd[T any](name, short, fileHelp string, apply func(ctx context.Context, cl *client.Client, file string, data []byte) (T, error),
+	table func(T) func(*tabwriter.Writer)) *cobra.Command {
+	var c conn
 	var file string
-	apply := &cobra.Command{
-		Use: "apply -f FILE", Short: "Replace the alert rules with a rules file", Args: cobra.NoArgs,
-		RunE: ac.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
+	cmd := &cobra.Command{
+		Use: "apply -f FILE", Short: short, Args: cobra.NoArgs,
+		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
 			if file == "" {
-				return errors.New("alert apply: -f FILE is required")
+				return errors.New(name + ": -f FILE is required")
 			}
 			data, err := os.ReadFile(file)
 			if err != nil {
 				return err
 			}
-			as, err := cl.ApplyAlerts(ctx, api.AlertsApply{File: filepath.Base(file), Source: string(data)})
+			v, err := apply(ctx, cl, filepath.Base(file), data)
 			if err != nil {
 				return err
 			}
-			return ac.emit(out, as, alertTable(as))
+			return c.emit(out, v, table(v))
 		}),
 	}
-	ac.bind(apply)
-	apply.Flags().StringVarP(&file, "file", "f", "", "alert rules file (YAML)")
-	cmd.AddCommand(listCmd, apply)
+	c.bind(cmd)
+	cmd.Flags().StringVarP(&file, "file", "f", "", fileHelp)
 	return cmd
 }

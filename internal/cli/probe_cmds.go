@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -64,27 +61,10 @@ p95_latency or success_ratio of that target reads them. See docs/signals.md.`}
 		}),
 	}
 	lc.bind(listCmd)
-	var ac conn
-	var file string
-	apply := &cobra.Command{
-		Use: "apply -f FILE", Short: "Replace the probes with a probes file (a probes: list)", Args: cobra.NoArgs,
-		RunE: ac.run(func(ctx context.Context, cl *client.Client, out io.Writer, _ []string) error {
-			if file == "" {
-				return errors.New("probe apply: -f FILE is required")
-			}
-			data, err := os.ReadFile(file)
-			if err != nil {
-				return err
-			}
-			ps, err := cl.ApplyProbes(ctx, api.ProbesApply{File: filepath.Base(file), Source: string(data)})
-			if err != nil {
-				return err
-			}
-			return ac.emit(out, ps, probeTable(ps))
-		}),
-	}
-	ac.bind(apply)
-	apply.Flags().StringVarP(&file, "file", "f", "", "probes file (YAML)")
+	apply := applyFileCmd("probe apply", "Replace the probes with a probes file (a probes: list)", "probes file (YAML)",
+		func(ctx context.Context, cl *client.Client, file string, data []byte) (api.Probes, error) {
+			return cl.ApplyProbes(ctx, api.ProbesApply{File: file, Source: string(data)})
+		}, probeTable)
 	cmd.AddCommand(listCmd, apply)
 	return cmd
 }

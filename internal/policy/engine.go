@@ -231,11 +231,11 @@ func NewEngine(p *Policy) (*Engine, error) {
 // PromQueries returns the Prometheus queries the enabled rules read, each
 // once, ordered by series: what the caller must run and record.
 func (e *Engine) PromQueries() []PromQuery {
-	seen := map[string]PromQuery{}
+	var qs []PromQuery
 	var walk func(c *Condition)
 	walk = func(c *Condition) {
 		if c.Prom != nil && c.Prom.Server != "" && c.Prom.Expr != "" {
-			seen[c.Prom.Series()] = *c.Prom
+			qs = append(qs, *c.Prom)
 		}
 		for i := range c.Children {
 			walk(&c.Children[i])
@@ -243,6 +243,16 @@ func (e *Engine) PromQueries() []PromQuery {
 	}
 	for _, rs := range e.rules {
 		walk(&rs.rule.When)
+	}
+	return DistinctPromQueries(qs)
+}
+
+// DistinctPromQueries returns qs without repeats (by Series), ordered by
+// series: what a caller runs once each.
+func DistinctPromQueries(qs []PromQuery) []PromQuery {
+	seen := make(map[string]PromQuery, len(qs))
+	for _, q := range qs {
+		seen[q.Series()] = q
 	}
 	keys := make([]string, 0, len(seen))
 	for k := range seen {

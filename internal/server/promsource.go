@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,22 +250,11 @@ func (pc *promClient) query(ctx context.Context, q policy.PromQuery, at time.Tim
 func (pr *policyRunner) promQueries() []policy.PromQuery {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	seen := map[string]policy.PromQuery{}
+	var qs []policy.PromQuery
 	for _, e := range pr.engines {
-		for _, q := range e.PromQueries() {
-			seen[q.Series()] = q
-		}
+		qs = append(qs, e.PromQueries()...)
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]policy.PromQuery, len(keys))
-	for i, k := range keys {
-		out[i] = seen[k]
-	}
-	return out
+	return policy.DistinctPromQueries(qs)
 }
 
 // promSamples returns the alert samples of a Prometheus query: one per
