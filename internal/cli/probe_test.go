@@ -53,3 +53,25 @@ func TestProbeCommands(t *testing.T) {
 		t.Errorf("json:\n%s", out)
 	}
 }
+
+// TestAlertApplyCommand: `arbiter alert apply -f` (the same apply command
+// as probes') sends the file and lists the rules; without -f it says so.
+func TestAlertApplyCommand(t *testing.T) {
+	_, _, url := seededServerWith(t, "fleet: {regions: []}\n", server.Options{})
+	rules := filepath.Join(t.TempDir(), "alerts.yaml")
+	os.WriteFile(rules, []byte("rules:\n  - name: full\n    metric: utilization\n    aggregation: avg\n    window: 5m\n    frequency: 1m\n    operator: \">\"\n    threshold: 0.9\n"), 0o644)
+	cli := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := Main(append(args, "--server", url, "--token", testAdmin), &out, &errb)
+		return out.String(), errb.String(), code
+	}
+	if _, errOut, code := cli("alert", "apply"); code == 0 || !strings.Contains(errOut, "alert apply: -f FILE is required") {
+		t.Errorf("without -f: exit %d, %s", code, errOut)
+	}
+	if out, errOut, code := cli("alert", "apply", "-f", rules); code != 0 || !strings.Contains(out, "full") {
+		t.Fatalf("apply: exit %d: %s %s", code, out, errOut)
+	}
+	if out, _, code := cli("alert", "list", "-o", "json"); code != 0 || !strings.Contains(out, `"file": "alerts.yaml"`) {
+		t.Errorf("list:\n%s", out)
+	}
+}
