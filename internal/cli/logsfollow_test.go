@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,5 +215,66 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLogsFollowFlushed: the server passes a follow answer on as the
+// agent writes it (the first line arrives while the agent's answer is
+// still open), and the client asks again from the offset it got to when
+// an answer ends, until one says the run has ended and it has all.
+func TestLogsFollowFlushed(t *testing.T) {
+	cleanEnv(t)
+	gotA := make(chan struct{})
+	var mu sync.Mutex
+	var froms []string
+	agentSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		froms = append(froms, q.Get("from"))
+		mu.Unlock()
+		if q.Get("follow") != "true" {
+			http.Error(w, "want follow", http.StatusBadRequest)
+			return
+		}
+		h := w.Header()
+		h.Set(api.HeaderLogStart, q.Get("from"))
+		if q.Get("from") == "0" {
+			h.Set(api.HeaderLogSize, "2")
+			h.Set(api.HeaderLogEnded, "false")
+			io.WriteString(w, "a\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-gotA:
+			case <-time.After(20 * time.Second):
+				return
+			}
+			io.WriteString(w, "b\n")
+			return // a bounded answer's end
+		}
+		h.Set(api.HeaderLogSize, "4")
+		h.Set(api.HeaderLogEnded, "true")
+	}))
+	defer agentSrv.Close()
+	url := logsWorldWith(t, agentSrv.URL)
+	cl := client.New(url, testAdmin)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- cl.FollowLogs(context.Background(), "contoso", "job", 0, 0, pw); pw.Close() }()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() || sc.Text() != "a" {
+		t.Fatalf("first line %q, want a", sc.Text())
+	}
+	close(gotA) // the agent's answer is still open: the server flushed a
+	var rest []string
+	for sc.Scan() {
+		rest = append(rest, sc.Text())
+	}
+	if err := <-done; err != nil || strings.Join(rest, ",") != "b" {
+		t.Fatalf("then %q, %v; want b and nil", rest, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(froms, ",") != "0,4" {
+		t.Errorf("the agent was asked from %v, want 0 then 4", froms)
 	}
 }
