@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +61,9 @@ type Options struct {
 	// agent's). Replicas may run as root only with AllowRoot.
 	RunAs     string
 	AllowRoot bool
+	// LogFollowFor bounds one follow answer of the log server (default
+	// api.LogFollowFor); the caller then asks again from where it got to.
+	LogFollowFor time.Duration
 }
 
 // replyTimeout is how long a heartbeat's answer may take beyond the time
@@ -155,6 +156,9 @@ func New(o Options) (*Agent, error) {
 	}
 	if o.StaleGrace <= 0 {
 		o.StaleGrace = 10 * time.Second
+	}
+	if o.LogFollowFor <= 0 {
+		o.LogFollowFor = api.LogFollowFor
 	}
 	if o.EventsListen == "" {
 		o.EventsListen = "127.0.0.1:0"
@@ -684,38 +688,4 @@ func (a *Agent) stop(p *proc) {
 	case a.wake <- struct{}{}:
 	default:
 	}
-}
-
-// logHandler serves /logs/{tenant}/{name}/{replica}[?tail=N] to requests
-// the server signed for this node with the log key the heartbeats carry
-// (api.SignLogRequest): the signature covers the method, path and query,
-// so it opens that one log for a few seconds. No bearer secret is
-// accepted, neither the key itself nor the agent's token.
-func (a *Agent) logHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /logs/{tenant}/{name}/{replica}", func(w http.ResponseWriter, r *http.Request) {
-		if err := api.VerifyLogRequest(r.Header.Get("Authorization"), a.logKey, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, a.opts.NodeID, time.Now()); err != nil {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		rep, err := strconv.Atoi(r.PathValue("replica"))
-		if err != nil {
-			http.Error(w, "bad replica", http.StatusBadRequest)
-			return
-		}
-		f, err := os.Open(a.LogPath(r.PathValue("tenant")+"/"+r.PathValue("name"), rep))
-		if err != nil {
-			http.Error(w, "no log", http.StatusNotFound)
-			return
-		}
-		defer f.Close()
-		if n, err := strconv.ParseInt(r.URL.Query().Get("tail"), 10, 64); err == nil && n > 0 {
-			if st, err := f.Stat(); err == nil && st.Size() > n {
-				f.Seek(st.Size()-n, io.SeekStart)
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.Copy(w, f)
-	})
-	return mux
 }

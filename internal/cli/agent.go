@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -144,23 +145,43 @@ func newAgentFenceCmd() *cobra.Command {
 func newWorkloadLogsCmd(c *conn) *cobra.Command {
 	var replica int
 	var tail int
+	var follow bool
 	cmd := &cobra.Command{
-		Use: "logs NAME", Short: "Print a replica's output (fetched from its node's agent)", Args: cobra.ExactArgs(1),
+		Use: "logs NAME [--tail N] [--follow]", Short: "Print a replica's output (fetched from its node's agent; --follow keeps printing it)", Args: cobra.ExactArgs(1),
+		Long: `Print a replica's output, fetched from its node's agent through the server.
+
+--tail N prints only the last N lines. --follow (-f) then keeps printing
+what the replica writes, as it writes it, until its run ends (the process
+exited or was stopped, and all it wrote is printed: exit 0) or Ctrl-C.`,
 		ValidArgsFunction: c.complete(workloadNames),
-		RunE: c.run(func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
-			t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
-			if err != nil {
-				return err
-			}
-			b, err := cl.LogLines(ctx, t, args[0], replica, tail)
-			if err != nil {
-				return err
-			}
-			_, err = out.Write(b)
+	}
+	body := func(ctx context.Context, cl *client.Client, out io.Writer, args []string) error {
+		t, err := c.tenantHolding(ctx, cl, "workload", args[0], workloadTenants(cl))
+		if err != nil {
 			return err
-		}),
+		}
+		b, end, err := cl.LogLinesAt(ctx, t, args[0], replica, tail)
+		if err != nil {
+			return err
+		}
+		if _, err := out.Write(b); err != nil || !follow {
+			return err
+		}
+		err = cl.FollowLogs(ctx, t, args[0], replica, end, out)
+		if errors.Is(err, context.Canceled) {
+			return nil // the command was ended
+		}
+		return err
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		timeout := 2 * time.Minute
+		if follow {
+			timeout = 0 // until the run ends
+		}
+		return c.runFor(timeout, body)(cmd, args)
 	}
 	cmd.Flags().IntVar(&replica, "replica", 0, "replica")
 	cmd.Flags().IntVar(&tail, "tail", 0, "only the last N lines, whole (the server tails by bytes: the CLI asks for enough and keeps the last N lines, looking at most 64 MiB back)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what the replica writes until its run ends or Ctrl-C")
 	return cmd
 }

@@ -26,9 +26,6 @@ import (
 // tails records the tails it was asked for.
 func logsWorld(t *testing.T, log string) (url string, tails func() []int64) {
 	t.Helper()
-	ctx := context.Background()
-	_, st, hsURL := seededServerWith(t, contextsWorld, server.Options{})
-
 	path := filepath.Join(t.TempDir(), "job.0.log")
 	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
 		t.Fatal(err)
@@ -52,7 +49,19 @@ func logsWorld(t *testing.T, log string) (url string, tails func() []int64) {
 		http.ServeContent(w, r, "", time.Time{}, struct{ *os.File }{f})
 	}))
 	t.Cleanup(agent.Close)
+	return logsWorldWith(t, agent.URL), func() []int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int64(nil), asked...)
+	}
+}
 
+// logsWorldWith is a server whose workload "job" of contoso runs on node
+// n1, whose agent serves logs at agentURL.
+func logsWorldWith(t *testing.T, agentURL string) string {
+	t.Helper()
+	ctx := context.Background()
+	_, st, hsURL := seededServerWith(t, contextsWorld, server.Options{})
 	admin := client.New(hsURL, testAdmin)
 	tok, err := admin.CreateNodeToken(ctx, "n1", "")
 	if err != nil {
@@ -63,7 +72,7 @@ func logsWorld(t *testing.T, log string) (url string, tails func() []int64) {
 		Labels: map[string]string{api.LabelAgent: "true"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node.Heartbeat(ctx, "n1", api.Heartbeat{Running: []api.ReplicaRef{}, LogURL: agent.URL, LogKey: strings.Repeat("k", api.MinLogKey)}); err != nil {
+	if _, err := node.Heartbeat(ctx, "n1", api.Heartbeat{Running: []api.ReplicaRef{}, LogURL: agentURL, LogKey: strings.Repeat("k", api.MinLogKey)}); err != nil {
 		t.Fatal(err)
 	}
 	started := time.Now().UTC().Truncate(time.Second)
@@ -75,11 +84,7 @@ func logsWorld(t *testing.T, log string) (url string, tails func() []int64) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return hsURL, func() []int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]int64(nil), asked...)
-	}
+	return hsURL
 }
 
 // TestWorkloadLogsTailLines (issue 22, point 4): --tail N prints the last

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -136,18 +137,42 @@ func hostPort(hp, scheme string) string {
 	return strings.ToLower(net.JoinHostPort(h, p))
 }
 
-// workloadLogs proxies a replica's log from the agent of its node.
+// logFollowClient reaches agents for follow answers, which last up to
+// api.LogFollowFor: as logClient, with no bound on the whole exchange
+// (workloadLogs bounds it).
+var logFollowClient = &http.Client{CheckRedirect: logClient.CheckRedirect, Transport: logClient.Transport}
+
+// logHeaders are the agent's headers passed on to the caller.
+var logHeaders = []string{api.HeaderLogStart, api.HeaderLogSize, api.HeaderLogEnded}
+
+// workloadLogs proxies a replica's log from the agent of its node:
+// ?tail=N the last N bytes, ?from=OFFSET from that offset, &follow=true
+// then the bytes as they are written, flushed as they come, until the run
+// ends (the agent's answer ends), the caller goes away or
+// api.LogFollowFor passes (see api.HeaderLogStart).
 func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
 	x, err := s.loadWorkload(r)
 	if err != nil {
 		return err
 	}
-	rep, err := optIntParam(r.URL.Query(), "replica", 0, int64(x.Spec.Replicas-1), 0)
+	q := r.URL.Query()
+	rep, err := optIntParam(q, "replica", 0, int64(x.Spec.Replicas-1), 0)
 	if err != nil {
 		return err
 	}
 	replica := int(rep)
-	tail, err := optIntParam(r.URL.Query(), "tail", 0, 1<<40, 0)
+	tail, err := optIntParam(q, "tail", 0, api.MaxLogOffset, 0)
+	if err != nil {
+		return err
+	}
+	from, err := optIntParam(q, "from", 0, api.MaxLogOffset, -1)
+	if err != nil {
+		return err
+	}
+	if _, ok := q["tail"]; ok && from >= 0 {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "from", "from and tail exclude each other: tail=N is the last N bytes, from=OFFSET the bytes from that offset")
+	}
+	follow, err := boolParam(q, "follow")
 	if err != nil {
 		return err
 	}
@@ -173,24 +198,65 @@ func (s *Server) workloadLogs(w http.ResponseWriter, r *http.Request) error {
 		return err // checked at heartbeat
 	}
 	u = u.JoinPath("logs", x.Tenant, string(x.Spec.Name), strconv.Itoa(replica))
+	aq := url.Values{}
 	if tail > 0 {
-		u.RawQuery = "tail=" + strconv.FormatInt(tail, 10)
+		aq.Set("tail", strconv.FormatInt(tail, 10))
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
+	if from >= 0 {
+		aq.Set("from", strconv.FormatInt(from, 10))
+	}
+	if follow {
+		aq.Set("follow", "true")
+	}
+	u.RawQuery = aq.Encode()
+	ctx, hc := r.Context(), logClient
+	if follow {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, api.LogFollowFor+30*time.Second)
+		defer cancel()
+		hc = logFollowClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", api.SignLogRequest(key, http.MethodGet, req.URL.EscapedPath(), req.URL.RawQuery, string(node), time.Now().Add(api.LogSigLifetime)))
-	resp, err := logClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return apiErr(http.StatusServiceUnavailable, api.CodeUnavailable, "", "the agent of node %s does not answer", node)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	switch {
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "from", "from %d is past the end of the log of replica %d of %q (%s bytes)", from, replica, x.Spec.Name, clip(resp.Header.Get(api.HeaderLogSize), 20))
+	case resp.StatusCode != http.StatusOK:
 		return apiErr(http.StatusNotFound, api.CodeNotFound, "", "node %s has no log of replica %d of %q (status %d)", node, replica, x.Spec.Name, resp.StatusCode)
+	}
+	for _, h := range logHeaders {
+		if v := resp.Header.Get(h); v != "" && len(v) <= 20 {
+			w.Header().Set(h, v)
+		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	io.Copy(w, io.LimitReader(resp.Body, maxLogBytes))
-	return nil
+	body := io.LimitReader(resp.Body, maxLogBytes)
+	if !follow {
+		io.Copy(w, body)
+		return nil
+	}
+	// Flushed as it comes: the agent writes what the replica wrote each
+	// time it looks.
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil || rc.Flush() != nil {
+				return nil
+			}
+		}
+		if err != nil {
+			return nil
+		}
+	}
 }

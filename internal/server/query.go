@@ -51,3 +51,18 @@ func optIntParam(q url.Values, name string, lo, hi, def int64) (int64, error) {
 	}
 	return intParam(q, name, lo, hi)
 }
+
+// boolParam parses query parameter name as true or false (absent: false).
+func boolParam(q url.Values, name string) (bool, error) {
+	vs, ok := q[name]
+	if !ok {
+		return false, nil
+	}
+	switch vs[0] {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, apiErr(http.StatusBadRequest, api.CodeInvalid, name, "%s must be true or false, got %q", name, clip(vs[0], 64))
+}

@@ -190,7 +190,7 @@ func (s *Server) apiRoutes() []apiRoute {
 		{"GET /v1/tenants/{tenant}/workloads/{name}", tenantScoped, routeDoc{summary: "Show a workload", resp: api.Workload{}}, s.getWorkload},
 		{"POST /v1/tenants/{tenant}/workloads/{name}/cancel", tenantScoped, routeDoc{summary: "Cancel a workload", resp: api.Workload{}}, s.cancelWorkload},
 		{"GET /v1/tenants/{tenant}/workloads/{name}/why", tenantScoped, routeDoc{summary: "Why a workload is pending (structured reason)", resp: api.Why{}}, s.whyWorkload},
-		{"GET /v1/tenants/{tenant}/workloads/{name}/logs", tenantScoped, routeDoc{summary: "A replica's output, fetched from its node's agent (text)", query: []string{"replica", "tail"}}, s.workloadLogs},
+		{"GET /v1/tenants/{tenant}/workloads/{name}/logs", tenantScoped, routeDoc{summary: "A replica's output, fetched from its node's agent (text): tail=N the last N bytes, from=OFFSET the bytes from that offset (at most 64 MiB an answer); follow=true then streams what the replica writes until its run ends or 10 minutes pass (ask again from X-Log-Start plus the bytes read). X-Log-Start: the offset of the first byte; X-Log-Size: the log's size when the answer began; X-Log-Ended: true when the replica's process was not running then", query: []string{"replica", "tail", "from", "follow"}}, s.workloadLogs},
 
 		// policies and metrics
 		{"GET /v1/policies", adminOnly, routeDoc{summary: "List applied policies", resp: api.List[api.Policy]{}, query: pageQuery}, s.listPolicies},
