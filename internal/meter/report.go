@@ -1,0 +1,304 @@
+package meter
+
+import (
+	"cmp"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// ErrInvalid is the error of every parser here; the message names the
+// flag or field.
+var ErrInvalid = errors.New("meter: invalid")
+
+// Dim is a dimension a report groups by.
+type Dim int
+
+// Dimensions.
+const (
+	DimTenant Dim = iota + 1
+	DimKind
+	DimRegion
+	DimSKU
+	DimModel
+	DimCharge
+	DimClass
+	DimWorkload
+)
+
+var dimNames = [...]string{"", "tenant", "kind", "region", "sku", "model", "charge", "class", "workload"}
+
+func (d Dim) String() string {
+	if d <= 0 || int(d) >= len(dimNames) {
+		return fmt.Sprintf("Dim(%d)", int(d))
+	}
+	return dimNames[d]
+}
+
+// ParseGroupBy reads a comma-separated list of dimensions (flag names
+// the field in errors). Empty means tenant.
+func ParseGroupBy(flag, s string) ([]Dim, error) {
+	if strings.TrimSpace(s) == "" {
+		return []Dim{DimTenant}, nil
+	}
+	var out []Dim
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		d := Dim(slices.Index(dimNames[:], part))
+		if part == "" || d <= 0 {
+			return nil, fmt.Errorf("%w: %s: unknown dimension %q (want %s)", ErrInvalid, flag, part, strings.Join(dimNames[1:], ", "))
+		}
+		if slices.Contains(out, d) {
+			return nil, fmt.Errorf("%w: %s: %q given twice", ErrInvalid, flag, part)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// ParseTime reads a report bound: a duration back from now ("30d", "12h",
+// "90m", "1w"), an RFC 3339 time or a date (YYYY-MM-DD, UTC). flag names
+// the field in errors.
+func ParseTime(flag, s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, fmt.Errorf("%w: %s: empty", ErrInvalid, flag)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	d, err := parseAgo(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s: %q is not a duration (30d, 12h, 1w), an RFC 3339 time or a date (2006-01-02)", ErrInvalid, flag, s)
+	}
+	return now.Add(-d), nil
+}
+
+func parseAgo(s string) (time.Duration, error) {
+	unit := map[byte]time.Duration{'d': 24 * time.Hour, 'w': 7 * 24 * time.Hour}
+	if u, ok := unit[s[len(s)-1]]; ok {
+		n, err := strconv.ParseFloat(s[:len(s)-1], 64)
+		if err != nil || n < 0 || n > 100*365 {
+			return 0, errors.New("bad")
+		}
+		return time.Duration(n * float64(u)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, errors.New("bad")
+	}
+	return d, nil
+}
+
+// Window checks a report's window: since before until.
+func Window(since, until time.Time) error {
+	if !since.Before(until) {
+		return fmt.Errorf("%w: since: %s is not before until %s", ErrInvalid, since.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Row is one group of a report: its key (one value per dimension), its
+// GPU-hours and cost (USD) and list cost, and how many records.
+type Row struct {
+	Keys     []string `json:"keys"`
+	GPUHours float64  `json:"gpu_hours"`
+	Cost     float64  `json:"cost_usd"`
+	ListCost float64  `json:"list_cost_usd"`
+	Records  int      `json:"records"`
+}
+
+// Report is the cost report over a window.
+type Report struct {
+	Since   time.Time `json:"since"`
+	Until   time.Time `json:"until"`
+	GroupBy []string  `json:"group_by"`
+	Rows    []Row     `json:"rows"`
+	Total   Row       `json:"total"`
+}
+
+// key is a group's key: up to four dimensions without an allocation (the
+// report groups by at most len(dimNames)-1, the rest spill into extra).
+type key struct {
+	a, b, c, d string
+	extra      string
+}
+
+type sums struct {
+	gpuh, cost, list float64
+	n                int
+}
+
+// Aggregator sums records into a report's groups.
+type Aggregator struct {
+	since, until time.Time
+	by           []Dim
+	groups       map[key]*sums
+	total        sums
+}
+
+// NewAggregator starts a report over [since, until) grouped by by.
+func NewAggregator(since, until time.Time, by []Dim) *Aggregator {
+	return &Aggregator{since: since, until: until, by: by, groups: map[key]*sums{}}
+}
+
+func dimValue(r *Record, d Dim) string {
+	switch d {
+	case DimTenant:
+		return r.Tenant
+	case DimKind:
+		return r.Kind
+	case DimRegion:
+		return r.Region
+	case DimSKU:
+		return string(r.SKU)
+	case DimModel:
+		return string(r.Model)
+	case DimCharge:
+		return r.Charge.String()
+	case DimClass:
+		return r.Class
+	case DimWorkload:
+		return r.Workload
+	}
+	return ""
+}
+
+// Add counts the part of r inside the window.
+func (g *Aggregator) Add(r *Record) {
+	from, to, ok := r.Span(g.since, g.until)
+	if !ok {
+		return
+	}
+	gpuh := float64(r.GPUs) / 1000 * to.Sub(from).Hours()
+	var k key
+	for i, d := range g.by {
+		v := dimValue(r, d)
+		switch i {
+		case 0:
+			k.a = v
+		case 1:
+			k.b = v
+		case 2:
+			k.c = v
+		case 3:
+			k.d = v
+		default:
+			k.extra += "\x00" + v
+		}
+	}
+	s := g.groups[k]
+	if s == nil {
+		s = &sums{}
+		g.groups[k] = s
+	}
+	s.gpuh += gpuh
+	s.cost += gpuh * r.UnitPrice
+	s.list += gpuh * r.ListPrice
+	s.n++
+	g.total.gpuh += gpuh
+	g.total.cost += gpuh * r.UnitPrice
+	g.total.list += gpuh * r.ListPrice
+	g.total.n++
+}
+
+// Report returns the groups in key order and the totals.
+func (g *Aggregator) Report() Report {
+	rep := Report{Since: g.since, Until: g.until, Rows: []Row{}}
+	for _, d := range g.by {
+		rep.GroupBy = append(rep.GroupBy, d.String())
+	}
+	for k, s := range g.groups {
+		keys := []string{k.a, k.b, k.c, k.d}[:min(len(g.by), 4)]
+		if k.extra != "" {
+			keys = append(keys, strings.Split(k.extra, "\x00")[1:]...)
+		}
+		rep.Rows = append(rep.Rows, Row{Keys: keys, GPUHours: s.gpuh, Cost: s.cost, ListCost: s.list, Records: s.n})
+	}
+	slices.SortFunc(rep.Rows, func(x, y Row) int { return slices.Compare(x.Keys, y.Keys) })
+	rep.Total = Row{Keys: []string{}, GPUHours: g.total.gpuh, Cost: g.total.cost, ListCost: g.total.list, Records: g.total.n}
+	return rep
+}
+
+// Aggregate is a report of recs.
+func Aggregate(recs []Record, since, until time.Time, by []Dim) Report {
+	g := NewAggregator(since, until, by)
+	for i := range recs {
+		g.Add(&recs[i])
+	}
+	return g.Report()
+}
+
+func money(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+func hours(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+// WriteTable writes the report as an aligned table with a TOTAL row.
+func (rep Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := make([]string, 0, len(rep.GroupBy)+3)
+	for _, d := range rep.GroupBy {
+		head = append(head, strings.ToUpper(d))
+	}
+	head = append(head, "GPU-HOURS", "COST-USD", "LIST-USD")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, r := range rep.Rows {
+		cells := make([]string, 0, len(head))
+		for _, k := range r.Keys {
+			cells = append(cells, cmp.Or(k, "-"))
+		}
+		cells = append(cells, hours(r.GPUHours), money(r.Cost), money(r.ListCost))
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	cells := []string{"TOTAL"}
+	for range max(len(rep.GroupBy)-1, 0) {
+		cells = append(cells, "")
+	}
+	cells = append(cells, hours(rep.Total.GPUHours), money(rep.Total.Cost), money(rep.Total.ListCost))
+	fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	return tw.Flush()
+}
+
+// WriteCSV writes the report as CSV: one column per dimension, then
+// gpu_hours, cost_usd, list_cost_usd and records; the last row is the
+// total (its keys "TOTAL", then empty).
+func (rep Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	head := append(slices.Clone(rep.GroupBy), "gpu_hours", "cost_usd", "list_cost_usd", "records")
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	row := func(keys []string, r Row) error {
+		return cw.Write(append(slices.Clone(keys), hours(r.GPUHours), money(r.Cost), money(r.ListCost), strconv.Itoa(r.Records)))
+	}
+	for _, r := range rep.Rows {
+		if err := row(r.Keys, r); err != nil {
+			return err
+		}
+	}
+	tk := make([]string, len(rep.GroupBy))
+	if len(tk) > 0 {
+		tk[0] = "TOTAL"
+	}
+	if err := row(tk, rep.Total); err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep Report) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(rep)
+}
