@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"io"
+	"math"
 	"strconv"
 	"time"
 )
@@ -55,14 +56,15 @@ func FOCUSColumns() []string { return append([]string(nil), focusColumns...) }
 const stamp = "2006-01-02T15:04:05Z"
 
 // ToFOCUS converts r clipped to [since, until); ok false when r has no
-// part in it. The billing period is the calendar month (UTC) of the
+// part in it. Costs are rounded to a millionth of a dollar, quantities to
+// a billionth of a GPU-hour. The billing period is the calendar month (UTC) of the
 // charge period's start.
 func ToFOCUS(r *Record, since, until time.Time) (FOCUS, bool) {
 	from, to, ok := r.Span(since, until)
 	if !ok {
 		return FOCUS{}, false
 	}
-	gpuh := r.GPUHours(since, until)
+	gpuh := math.Round(r.GPUHours(since, until)*1e9) / 1e9
 	fu := from.UTC()
 	bp := time.Date(fu.Year(), fu.Month(), 1, 0, 0, 0, 0, time.UTC)
 	_, name, _ := splitKey(r.Workload)
@@ -79,7 +81,7 @@ func ToFOCUS(r *Record, since, until time.Time) (FOCUS, bool) {
 		ChargePeriodStart: fu.Format(stamp), ChargePeriodEnd: to.UTC().Format(stamp),
 		ChargeCategory: "Usage", ChargeDescription: r.Charge.String() + " GPU use of " + r.Workload,
 		PricingCategory: r.Charge.PricingCategory(),
-		BilledCost:      gpuh * r.UnitPrice, EffectiveCost: gpuh * r.UnitPrice, ListCost: gpuh * r.ListPrice, ListUnitPrice: r.ListPrice,
+		BilledCost:      round6(gpuh * r.UnitPrice), EffectiveCost: round6(gpuh * r.UnitPrice), ListCost: round6(gpuh * r.ListPrice), ListUnitPrice: round6(r.ListPrice),
 		PricingQuantity: gpuh, PricingUnit: "GPU-Hours", ConsumedQuantity: gpuh, ConsumedUnit: "GPU-Hours",
 		BillingCurrency: "USD", ProviderName: "Arbiter",
 		ResourceId: r.Workload + "/" + strconv.Itoa(r.Replica), ResourceName: name, ResourceType: "GPU",

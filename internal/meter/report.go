@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -296,8 +297,24 @@ func (rep Report) WriteCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// WriteJSON writes the report as indented JSON.
+// round6 rounds to a millionth: the last bits of sums are not the same
+// on every machine (fused multiply-add), a millionth of a dollar or
+// GPU-hour is.
+func round6(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+func (r Row) rounded() Row {
+	r.GPUHours, r.Cost, r.ListCost = round6(r.GPUHours), round6(r.Cost), round6(r.ListCost)
+	return r
+}
+
+// WriteJSON writes the report as indented JSON, amounts rounded to a
+// millionth.
 func (rep Report) WriteJSON(w io.Writer) error {
+	rows := make([]Row, len(rep.Rows))
+	for i, r := range rep.Rows {
+		rows[i] = r.rounded()
+	}
+	rep.Rows, rep.Total = rows, rep.Total.rounded()
 	e := json.NewEncoder(w)
 	e.SetIndent("", "  ")
 	return e.Encode(rep)
