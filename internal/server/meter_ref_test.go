@@ -134,7 +134,7 @@ func CheckUsageConservation(t testing.TB, st store.Store, until time.Time) int {
 		sort.Strings(extra)
 		sort.Strings(wrong)
 		if len(lost)+len(extra)+len(wrong) > 0 {
-			t.Errorf("of %d intervals: %d lost %.5q, %d extra %.5q, %d with another span %.5q", len(ref), len(lost), lost, len(extra), extra, len(wrong), wrong)
+			t.Errorf("of %d intervals: %d lost %q, %d extra %q, %d with another span %q", len(ref), len(lost), first(lost), len(extra), first(extra), len(wrong), first(wrong))
 		}
 		if math.Abs(refH-gotH) > 1e-9*math.Max(1, refH) {
 			t.Errorf("metered %.9f GPU-hours, the plans allocated %.9f", gotH, refH)
@@ -157,3 +157,6 @@ func CheckUsageConservation(t testing.TB, st store.Store, until time.Time) int {
 	}
 	return n
 }
+
+// first is at most the first 5 of xs.
+func first(xs []string) []string { return xs[:min(len(xs), 5)] }
