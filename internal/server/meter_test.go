@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/meter"
