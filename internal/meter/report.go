@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 )
@@ -128,29 +130,82 @@ type Report struct {
 	Total   Row       `json:"total"`
 }
 
-// key is a group's key: up to four dimensions without an allocation (the
-// report groups by at most len(dimNames)-1, the rest spill into extra).
-type key struct {
-	a, b, c, d string
-	extra      string
-}
+// maxDims bounds a report's dimensions (each at most once).
+const maxDims = len(dimNames) - 1
+
+// key is a group's key: each dimension's value by its number in the
+// aggregator's table of that dimension's values (small maps that stay in
+// cache).
+type key [maxDims]uint32
 
 type sums struct {
 	gpuh, cost, list float64
 	n                int
 }
 
-// Aggregator sums records into a report's groups.
+// Aggregator sums records into a report's groups. The groups' sums sit
+// in one slice; a group is found by its key packed in a uint64 (up to 4
+// dimensions of up to 65536 values each: the common case, and the
+// fastest map) or else by the whole key.
 type Aggregator struct {
 	since, until time.Time
 	by           []Dim
-	groups       map[key]*sums
+	ids          [maxDims]map[string]uint32
+	names        [maxDims][]string
+	packed       map[uint64]int32
+	wide         map[key]int32
+	keys         []key
+	sums         []sums
 	total        sums
 }
 
-// NewAggregator starts a report over [since, until) grouped by by.
+// NewAggregator starts a report over [since, until) grouped by by (at
+// most one of each dimension; ParseGroupBy's answer).
 func NewAggregator(since, until time.Time, by []Dim) *Aggregator {
-	return &Aggregator{since: since, until: until, by: by, groups: map[key]*sums{}}
+	g := &Aggregator{since: since, until: until, by: by[:min(len(by), maxDims)], packed: map[uint64]int32{}, wide: map[key]int32{}}
+	for i := range g.by {
+		g.ids[i] = map[string]uint32{}
+	}
+	return g
+}
+
+// id is v's number among dimension i's values.
+func (g *Aggregator) id(i int, v string) uint32 {
+	id, ok := g.ids[i][v]
+	if !ok {
+		id = uint32(len(g.names[i]))
+		g.ids[i][v] = id
+		g.names[i] = append(g.names[i], v)
+	}
+	return id
+}
+
+// group returns the sums of the group of key k.
+func (g *Aggregator) group(k *key) *sums {
+	var p uint64
+	fits := len(g.by) <= 4
+	for i := range g.by {
+		fits = fits && k[i] < 1<<16
+		p |= uint64(k[i]) << (16 * i)
+	}
+	var idx int32
+	var ok bool
+	if fits {
+		idx, ok = g.packed[p]
+	} else {
+		idx, ok = g.wide[*k]
+	}
+	if !ok {
+		idx = int32(len(g.sums))
+		g.sums = append(g.sums, sums{})
+		g.keys = append(g.keys, *k)
+		if fits {
+			g.packed[p] = idx
+		} else {
+			g.wide[*k] = idx
+		}
+	}
+	return &g.sums[idx]
 }
 
 func dimValue(r *Record, d Dim) string {
@@ -184,25 +239,9 @@ func (g *Aggregator) Add(r *Record) {
 	gpuh := float64(r.GPUs) / 1000 * to.Sub(from).Hours()
 	var k key
 	for i, d := range g.by {
-		v := dimValue(r, d)
-		switch i {
-		case 0:
-			k.a = v
-		case 1:
-			k.b = v
-		case 2:
-			k.c = v
-		case 3:
-			k.d = v
-		default:
-			k.extra += "\x00" + v
-		}
+		k[i] = g.id(i, dimValue(r, d))
 	}
-	s := g.groups[k]
-	if s == nil {
-		s = &sums{}
-		g.groups[k] = s
-	}
+	s := g.group(&k)
 	s.gpuh += gpuh
 	s.cost += gpuh * r.UnitPrice
 	s.list += gpuh * r.ListPrice
@@ -219,10 +258,11 @@ func (g *Aggregator) Report() Report {
 	for _, d := range g.by {
 		rep.GroupBy = append(rep.GroupBy, d.String())
 	}
-	for k, s := range g.groups {
-		keys := []string{k.a, k.b, k.c, k.d}[:min(len(g.by), 4)]
-		if k.extra != "" {
-			keys = append(keys, strings.Split(k.extra, "\x00")[1:]...)
+	for j, k := range g.keys {
+		s := g.sums[j]
+		keys := make([]string, len(g.by))
+		for i := range keys {
+			keys[i] = g.names[i][k[i]]
 		}
 		rep.Rows = append(rep.Rows, Row{Keys: keys, GPUHours: s.gpuh, Cost: s.cost, ListCost: s.list, Records: s.n})
 	}
@@ -231,11 +271,66 @@ func (g *Aggregator) Report() Report {
 	return rep
 }
 
-// Aggregate is a report of recs.
+// Merge adds o's groups (of the same window and dimensions) to g's.
+func (g *Aggregator) Merge(o *Aggregator) {
+	for j, ok := range o.keys {
+		os := &o.sums[j]
+		var k key
+		for i := range g.by {
+			k[i] = g.id(i, o.names[i][ok[i]])
+		}
+		s := g.group(&k)
+		s.gpuh += os.gpuh
+		s.cost += os.cost
+		s.list += os.list
+		s.n += os.n
+	}
+	g.total.gpuh += o.total.gpuh
+	g.total.cost += o.total.cost
+	g.total.list += o.total.list
+	g.total.n += o.total.n
+}
+
+// chunk is how many records one aggregator of Aggregate sums: fixed, so
+// that the order of the additions (chunk by chunk) and so the sums are
+// the same on every machine, however many run at once.
+const chunk = 1 << 20
+
+// Aggregate is a report of recs: chunks of them summed at once on up to
+// GOMAXPROCS goroutines, merged in chunk order.
 func Aggregate(recs []Record, since, until time.Time, by []Dim) Report {
+	n := (len(recs) + chunk - 1) / chunk
+	if n <= 1 {
+		g := NewAggregator(since, until, by)
+		for i := range recs {
+			g.Add(&recs[i])
+		}
+		return g.Report()
+	}
+	parts := make([]*Aggregator, n)
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range next {
+				g := NewAggregator(since, until, by)
+				for i := c * chunk; i < min((c+1)*chunk, len(recs)); i++ {
+					g.Add(&recs[i])
+				}
+				parts[c] = g
+			}
+		}()
+	}
+	wg.Wait()
 	g := NewAggregator(since, until, by)
-	for i := range recs {
-		g.Add(&recs[i])
+	for _, p := range parts {
+		g.Merge(p)
 	}
 	return g.Report()
 }
