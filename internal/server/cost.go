@@ -72,9 +72,11 @@ func metering(wd *world, spotPrices []sched.SpotPrice) store.Metering {
 // not the current run of a live workload of wd (nil when none).
 func orphanUsage(tx store.ReadTx, wd *world) ([]string, error) {
 	var keys []string
-	byKey := make(map[string]*store.Workload, len(wd.Workloads))
+	byKey := map[string]*store.Workload{} // the running ones: about as many as the open records
 	for _, x := range wd.Workloads {
-		byKey[x.Key()] = x
+		if x.State == store.StateRunning && x.Running != nil {
+			byKey[x.Key()] = x
+		}
 	}
 	err := store.OpenUsage(tx, func(k, wkey string, start time.Time) bool {
 		x := byKey[wkey]

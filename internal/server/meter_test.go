@@ -248,3 +248,66 @@ func TestMeteringPreemption(t *testing.T) {
 	}
 	CheckUsageConservation(t, h.st, clk.Now().Add(time.Hour))
 }
+
+// TestUsageRecordsTenantScope: a tenant reads its own records only; a
+// tenant deleted and created again under its name reads none of its
+// predecessor's (the admin still reads them); a window that misses a
+// record leaves it out.
+func TestUsageRecordsTenantScope(t *testing.T) {
+	clk := newTestClock()
+	h := newHarness(t, testConfig, Options{Clock: clk.Now, RateLimit: -1})
+	if _, err := h.admin.CreateTenant(h.ctx, api.Tenant{Name: "temp", Parent: "customers"}); err != nil {
+		t.Fatal(err)
+	}
+	con, temp := h.tenant("contoso"), h.tenant("temp")
+	if _, err := con.Submit(h.ctx, "contoso", spec("c1", 8, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := temp.Submit(h.ctx, "temp", spec("t1", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	clk.Advance(time.Hour)
+	window := func(c *client.Client) []meter.Record {
+		t.Helper()
+		recs, err := c.UsageRecords(h.ctx, clk.Now().Add(-2*time.Hour), clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	tenants := func(recs []meter.Record) string {
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.Workload)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := tenants(window(con)); got != "contoso/c1" {
+		t.Errorf("contoso reads %q, want its own contoso/c1", got)
+	}
+	if got := tenants(window(temp)); got != "temp/t1" {
+		t.Errorf("temp reads %q, want temp/t1", got)
+	}
+	if got := tenants(window(h.admin)); got != "contoso/c1,temp/t1" && got != "temp/t1,contoso/c1" {
+		t.Errorf("the admin reads %q, want both", got)
+	}
+	if recs, err := con.UsageRecords(h.ctx, clk.Now().Add(-30*time.Hour), clk.Now().Add(-20*time.Hour)); err != nil || len(recs) != 0 {
+		t.Errorf("a window before the runs: %v %v, want none", recs, err)
+	}
+	if _, err := temp.Cancel(h.ctx, "temp", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.admin.DeleteTenant(h.ctx, "temp"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.admin.CreateTenant(h.ctx, api.Tenant{Name: "temp", Parent: "customers"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tenants(window(h.tenant("temp"))); got != "" {
+		t.Errorf("the new tenant temp reads %q, want none of its predecessor's", got)
+	}
+	if got := tenants(window(h.admin)); !strings.Contains(got, "temp/t1") {
+		t.Errorf("the admin reads %q, want the old temp/t1 kept", got)
+	}
+}
