@@ -117,7 +117,7 @@ func TestParsersRefuseBadInput(t *testing.T) {
 	if by, err := ParseGroupBy("--group-by", "tenant, kind,region,sku"); err != nil || len(by) != 4 || by[3] != DimSKU {
 		t.Errorf("ParseGroupBy: %v %v", by, err)
 	}
-	for _, s := range []string{"", "yesterday", "-3d", "3x", "2026-02-30", "1e9d", "d"} {
+	for _, s := range []string{"", "yesterday", "-3d", "3x", "2026-02-30", "1e9d", "d", "NaNd", "Infd", "-1h"} {
 		if _, err := ParseTime("--since", s, now); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "--since") {
 			t.Errorf("ParseTime(%q): %v, want ErrInvalid naming --since", s, err)
 		}

@@ -91,7 +91,7 @@ func parseAgo(s string) (time.Duration, error) {
 	unit := map[byte]time.Duration{'d': 24 * time.Hour, 'w': 7 * 24 * time.Hour}
 	if u, ok := unit[s[len(s)-1]]; ok {
 		n, err := strconv.ParseFloat(s[:len(s)-1], 64)
-		if err != nil || n < 0 || n > 100*365 {
+		if err != nil || !(n >= 0 && n <= 100*365) { // NaN fails both
 			return 0, errors.New("bad")
 		}
 		return time.Duration(n * float64(u)), nil

@@ -23,13 +23,13 @@ func usageRecord(tenant, name string, replica int, start time.Time) meter.Record
 // TestUsageRecordsOpenCloseOrphans: a run's records open with the run,
 // close with it (once: closing again changes nothing), the totals count
 // closed ones and open ones up to now, and CloseOrphanUsage closes the
-// records of runs that no longer run and leaves the running ones.
+// records of runs that no longer run and leaves the running ones; open
+// records survive a restart. On both stores.
 func TestUsageRecordsOpenCloseOrphans(t *testing.T) {
-	st, err := OpenBolt(filepath.Join(t.TempDir(), "a.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	forEachStore(t, testUsageRecords)
+}
+
+func testUsageRecords(t *testing.T, st testStore, reopen func() testStore) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := &workload.Assignment{Flavor: "A100-80G", Region: "eastus", StartedAt: t0, Replicas: []workload.Replica{{Node: "n1", GPUs: []int{0}, Milli: 1000}, {Node: "n2", GPUs: []int{0}, Milli: 1000}}}
 	ws := []*Workload{
@@ -37,7 +37,7 @@ func TestUsageRecordsOpenCloseOrphans(t *testing.T) {
 		{Tenant: "t", State: StateRunning, Spec: workload.Spec{Name: "runs", Replicas: 2, GPUs: 1000}, Running: a},
 		{Tenant: "t", State: StateRunning, Spec: workload.Spec{Name: "orphan", Replicas: 2, GPUs: 1000}, Running: a},
 	}
-	err = st.Update(ctx, func(tx WriteTx) error {
+	err := st.Update(ctx, func(tx WriteTx) error {
 		for _, w := range ws {
 			if err := Put(tx, w, MustNotExist); err != nil {
 				return err
@@ -55,6 +55,7 @@ func TestUsageRecordsOpenCloseOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st = reopen()
 	t1 := t0.Add(2 * time.Hour)
 	err = st.Update(ctx, func(tx WriteTx) error {
 		w, _ := Get[Workload](tx, "t/ends")
