@@ -364,31 +364,31 @@ func (rep Report) WriteTable(w io.Writer) error {
 	return tw.Flush()
 }
 
-// WriteCSV writes the report as CSV: one column per dimension, then
-// gpu_hours, cost_usd, list_cost_usd and records; the last row is the
-// total (its keys "TOTAL", then empty).
-func (rep Report) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
+// CSVRows is the report as CSV rows: a header (one column per
+// dimension, then gpu_hours, cost_usd, list_cost_usd and records), the
+// groups, and the total (its keys "TOTAL", then empty).
+func (rep Report) CSVRows() [][]string {
 	head := append(slices.Clone(rep.GroupBy), "gpu_hours", "cost_usd", "list_cost_usd", "records")
-	if err := cw.Write(head); err != nil {
-		return err
-	}
-	row := func(keys []string, r Row) error {
-		return cw.Write(append(slices.Clone(keys), hours(r.GPUHours), money(r.Cost), money(r.ListCost), strconv.Itoa(r.Records)))
+	out := [][]string{head}
+	row := func(keys []string, r Row) []string {
+		return append(slices.Clone(keys), hours(r.GPUHours), money(r.Cost), money(r.ListCost), strconv.Itoa(r.Records))
 	}
 	for _, r := range rep.Rows {
-		if err := row(r.Keys, r); err != nil {
-			return err
-		}
+		out = append(out, row(r.Keys, r))
 	}
 	tk := make([]string, len(rep.GroupBy))
 	if len(tk) > 0 {
 		tk[0] = "TOTAL"
 	}
-	if err := row(tk, rep.Total); err != nil {
+	return append(out, row(tk, rep.Total))
+}
+
+// WriteCSV writes CSVRows.
+func (rep Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.WriteAll(rep.CSVRows()); err != nil {
 		return err
 	}
-	cw.Flush()
 	return cw.Error()
 }
 
