@@ -41,6 +41,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newProbeCmd(),
 		newMetricCmd(),
 		newEventsCmd(),
+		newCostCmd(),
 		newTokenCmd(),
 		newAdminCmd(),
 		newKubeCmd(),

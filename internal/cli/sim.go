@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -174,7 +175,7 @@ func loadStrategy(name string) (*sim.Strategy, error) {
 }
 
 func simFiles(dir string, res *sim.Results) []string {
-	files := []string{filepath.Join(dir, "report.html"), filepath.Join(dir, "results.json")}
+	files := []string{filepath.Join(dir, "report.html"), filepath.Join(dir, "results.json"), filepath.Join(dir, "cost.csv")}
 	for _, s := range res.Strategies {
 		files = append(files, filepath.Join(dir, s.Strategy+".csv"))
 	}
@@ -203,6 +204,9 @@ func writeSimOutputs(dir string, res *sim.Results) error {
 		if err := write(s.Strategy+".csv", s.WriteCSV); err != nil {
 			return err
 		}
+	}
+	if err := write("cost.csv", func(w io.Writer) error { return writeSimCost(w, res) }); err != nil {
+		return err
 	}
 	return write("report.html", res.WriteHTML)
 }
@@ -237,4 +241,27 @@ func writeSimTable(w io.Writer, res *sim.Results, all bool) {
 	if len(hidden) > 0 {
 		fmt.Fprintf(w, "\nclasses without a promise, not shown (--all-classes shows them): %s\n", strings.Join(hidden, ", "))
 	}
+}
+
+// writeSimCost writes cost.csv: each strategy's cost report (GPU-hours
+// and cost by tenant, kind, region and SKU, then its total), from the
+// same metering code as arbiter cost report, a strategy column first.
+func writeSimCost(w io.Writer, res *sim.Results) error {
+	cw := csv.NewWriter(w)
+	for i, s := range res.Strategies {
+		for j, row := range s.Cost.CSVRows() {
+			if j == 0 && i > 0 {
+				continue // one header
+			}
+			v := s.Strategy
+			if j == 0 {
+				v = "strategy"
+			}
+			if err := cw.Write(append([]string{v}, row...)); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
 }

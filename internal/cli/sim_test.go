@@ -26,7 +26,7 @@ func TestSimCommand(t *testing.T) {
 			}
 		}
 	}
-	files := []string{"results.json", "static.csv", "dynamic.csv", "hybrid.csv", "report.html"}
+	files := []string{"results.json", "static.csv", "dynamic.csv", "hybrid.csv", "report.html", "cost.csv"}
 	for _, f := range files {
 		a, err := os.ReadFile(filepath.Join(outs[0], f))
 		if err != nil {

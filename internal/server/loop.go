@@ -268,9 +268,13 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 	}
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		var w *world
+		var orphans []string
 		err := s.st.View(ctx, func(tx store.ReadTx) error {
 			var err error
-			w, err = loadWorldWith(tx, s.cat.Load(), true, &s.live)
+			if w, err = loadWorldWith(tx, s.cat.Load(), true, &s.live); err != nil {
+				return err
+			}
+			orphans, err = orphanUsage(tx, w)
 			return err
 		})
 		if err != nil {
@@ -282,6 +286,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		if attempt > 1 {
 			now, gen = s.now(), s.policies.generation()
 		}
+		s.closeOrphanUsage(ctx, orphans, now)
 		in := w.input(now, w.Tree)
 		in.Options = s.opts.Scheduling
 		in.History = s.fair.current()
@@ -296,7 +301,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			var res store.Applied
 			err = s.st.Update(ctx, func(tx store.WriteTx) error {
 				var err error
-				res, err = store.ApplyPlan(tx, w.Revision, plan, now)
+				res, err = store.ApplyPlanMetered(tx, w.Revision, plan, now, metering(w, in.SpotPrices))
 				return err
 			})
 			if errors.Is(err, store.ErrConflict) {

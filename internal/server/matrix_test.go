@@ -236,6 +236,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 // out again so that a rule cannot get looser by one edit.
 var pinnedAccess = map[string]access{
 	"GET /v1/probes":                                    adminOnly,
+	"GET /v1/usage-records":                             tenantScoped,
 	"GET /v1/ui/fleet":                                  tenantScoped,
 	"GET /v1/ui/queue":                                  tenantScoped,
 	"GET /v1/ui/series":                                 tenantScoped,

@@ -165,7 +165,9 @@ func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaR
 		if failed {
 			st, reason = store.StateFailed, msg
 		}
-		x.End(st, now, reason)
+		if err := store.EndRun(tx, x, st, now, reason); err != nil {
+			return false, err
+		}
 	}
 	if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 		return false, err

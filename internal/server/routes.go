@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/meter"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -150,6 +151,7 @@ func (s *Server) apiRoutes() []apiRoute {
 
 		// fleet
 		{"GET /v1/regions", tenantScoped, routeDoc{summary: "List the fleet's regions", resp: api.List[api.Region]{}, query: pageQuery}, s.listRegions},
+		{"GET /v1/usage-records", tenantScoped, routeDoc{summary: "Usage records (one per replica of each run: tenant and its path, workload, kind, class, SKU, GPU model, region, node, milli-GPUs, start, end (none while open), charge and unit price) whose interval meets [since, until) (default: the last 30 days), in start order; since and until: a duration back from now (30d, 12h), an RFC 3339 time or a date. A tenant token sees its own tenant's only", resp: api.List[meter.Record]{}, query: append([]string{"since", "until"}, pageQuery...)}, s.listUsage},
 		{"GET /v1/spot-prices", tenantScoped, routeDoc{summary: "List the spot price of each GPU model and region (catalog price moved by utilization, or set by a policy)", resp: api.List[api.SpotPrice]{}, query: pageQuery}, s.listSpotPrices},
 		{"GET /v1/skus", catalogRead, routeDoc{summary: "List the catalog's machine sizes", resp: api.List[api.SKU]{}, query: pageQuery}, s.listSKUs},
 		{"GET /v1/nodes", adminOnly, routeDoc{summary: "List machines with their allocation", resp: api.List[api.Node]{}, query: []string{"region", "limit", "continue"}}, s.listNodes},

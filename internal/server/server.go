@@ -244,7 +244,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.cat.Store(cat)
-	s.metrics.register(&s.spot)
+	s.metrics.register(&s.spot, newCostCollector(s))
 	s.policies = newPolicyRunner(s)
 	// Probes first: policies may name the services they measure.
 	s.probes = newProbeRunner(s)

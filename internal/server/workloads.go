@@ -320,7 +320,9 @@ func (s *Server) cancelWorkload(w http.ResponseWriter, r *http.Request) error {
 		if c := who(r); !c.admin {
 			by = "tenant " + tenant
 		}
-		x.End(store.StateCancelled, s.now(), "cancelled by "+by)
+		if err := store.EndRun(tx, x, store.StateCancelled, s.now(), "cancelled by "+by); err != nil {
+			return err
+		}
 		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/meter"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -80,6 +81,10 @@ type StrategyResult struct {
 	Inference map[string]ServiceLatency `json:"inference"`
 	// Economics is the run's money (see Economics).
 	Economics Economics `json:"economics"`
+	// Cost is the cost report of the run's usage records, metered as the
+	// server meters them (package meter), by tenant, kind, region and
+	// SKU: the cost.csv of arbiter sim. Not in results.json.
+	Cost meter.Report `json:"-"`
 
 	Series Series `json:"-"`
 }
@@ -170,7 +175,10 @@ const fragEvery = 10 * time.Minute
 const SampleEvery = 30 * time.Minute
 
 type recorder struct {
-	s      *Sim
+	s *Sim
+	// usage sums the runs' usage records, as the server meters them
+	// (package meter), into the cost report (StrategyResult.Cost).
+	usage  *meter.Aggregator
 	res    StrategyResult
 	cycles int
 
@@ -345,6 +353,7 @@ func (r *recorder) ran(j *job, from, to time.Time) {
 		return
 	}
 	r.econ.ran(r.s, j, from, to)
+	r.meter(j, from, to)
 	gpuH := to.Sub(from).Hours() * float64(j.gpus()) / resource.PerGPU
 	r.allocMilliS += to.Sub(from).Seconds() * float64(j.gpus())
 	if j.w.Kind == workload.KindTraining {
@@ -497,6 +506,10 @@ func (r *recorder) finish() *StrategyResult {
 	res.RevenueUSD = r.revenue
 	res.Classes = r.classes.finish()
 	res.Economics = r.econ.economics(s, res.CostUSD)
+	if r.usage == nil {
+		r.usage = meter.NewAggregator(s.sc.Start, s.end, costGroupBy)
+	}
+	res.Cost = r.usage.Report()
 	round(&res.GPUUtilization, 4)
 	round(&res.CustomerCapacityFailureRate, 4)
 	round(&res.CustomerTimeToCapacityP95S, 1)
@@ -563,4 +576,35 @@ func (j *job) failureReason() string {
 		return reasonNoCycle
 	}
 	return string(j.lastCode)
+}
+
+// costGroupBy are the dimensions of the simulator's cost report.
+var costGroupBy = []meter.Dim{meter.DimTenant, meter.DimKind, meter.DimRegion, meter.DimSKU}
+
+// meter adds the usage records of a run [from, to) of j, one per replica,
+// priced as the server prices them at catalog prices (the simulator's
+// economics take the catalog's spot price too).
+func (r *recorder) meter(j *job, from, to time.Time) {
+	s, a := r.s, j.w.Running
+	if a == nil {
+		return
+	}
+	if r.usage == nil {
+		r.usage = meter.NewAggregator(s.sc.Start, s.end, costGroupBy)
+	}
+	prio := j.w.Priority
+	if j.basePriority == workload.PrioritySpot {
+		prio = workload.PrioritySpot
+	}
+	charge := meter.ChargeOf(prio, a)
+	prices := meter.Prices{Catalog: s.cfg.Fleet.Catalog}
+	for i, rep := range a.Replicas {
+		rec := meter.Record{Workload: string(j.w.Name), Replica: i, Tenant: j.w.Tenant, Kind: j.w.Kind.String(), Class: j.class,
+			Model: a.Flavor, Region: a.Region, Node: rep.Node, GPUs: meter.ReplicaGPUs(rep, j.w.GPUs), Start: from, End: to, Charge: charge}
+		if n, ok := s.cfg.Fleet.Node(rep.Node); ok && n.SKU != nil {
+			rec.SKU = n.SKU.Name
+			rec.UnitPrice, rec.ListPrice = prices.Unit(n.SKU, a.Region, charge)
+		}
+		r.usage.Add(&rec)
+	}
 }

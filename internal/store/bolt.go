@@ -337,7 +337,13 @@ func (t *boltTx) ScanRaw(k Kind, prefix, after string, fn func(string, []byte) b
 }
 
 func (t *boltTx) PutRaw(k Kind, key string, data []byte) error {
-	return t.bucket(k).Put([]byte(key), data)
+	b := t.bucket(k)
+	if k == KindUsage || k == KindUsageOpen {
+		// Usage keys mostly arrive in time order (appended at the end):
+		// pages split full rather than half full, halving the file.
+		b.FillPercent = 0.95
+	}
+	return b.Put([]byte(key), data)
 }
 
 func (t *boltTx) DeleteRaw(k Kind, key string) error {

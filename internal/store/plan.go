@@ -41,6 +41,13 @@ type FirstPlacement struct {
 // runs them yet); a node agent will make the placement wait for them.
 // Plans name workloads by WorkloadKey. Every change is logged as an event.
 func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied, error) {
+	return ApplyPlanMetered(tx, base, plan, now, nil)
+}
+
+// ApplyPlanMetered is ApplyPlan that also keeps the usage records in the
+// same transaction: every victim's open records end at now, and m (when
+// not nil) makes the records each placed run opens.
+func ApplyPlanMetered(tx WriteTx, base int64, plan sched.Plan, now time.Time, m Metering) (Applied, error) {
 	var res Applied
 	for _, k := range guarded {
 		if r := tx.KindRevision(k); r > base {
@@ -89,6 +96,9 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 	}
 	for i, w := range victims {
 		p := plan.Preemptions[i]
+		if err := CloseRun(tx, w, now); err != nil {
+			return res, err
+		}
 		w.State, w.Running = StatePending, nil
 		w.Preemptions++
 		w.LastPreemption = victimReason(p, w.Tenant)
@@ -110,6 +120,13 @@ func ApplyPlan(tx WriteTx, base int64, plan sched.Plan, now time.Time) (Applied,
 		w.State, w.Running = StateRunning, a
 		if err := Put(tx, w, w.Meta.Revision); err != nil {
 			return res, err
+		}
+		if m != nil {
+			for _, r := range m(w, a) {
+				if err := PutUsage(tx, &r); err != nil {
+					return res, err
+				}
+			}
 		}
 		msg := fmt.Sprintf("placed on %d node(s), %s in %s", len(ps), a.Flavor, a.Region)
 		if err := AppendEvent(tx, &Event{Time: now, Type: EventWorkloadPlaced, Object: WorkloadObject(w.Key()), Tenant: w.Tenant, Message: msg}); err != nil {

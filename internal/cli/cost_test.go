@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/meter"
+	"github.com/arbiterhq/arbiter/internal/server"
+)
+
+var updateCost = flag.Bool("update", false, "rewrite testdata/cost_report.golden from the run")
+
+const costWorld = `
+fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: a1
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 3}]
+    - name: westus2
+      zones:
+        - name: "1"
+          blocks:
+            - name: w1
+              nodes: [{sku: Standard_NC24ads_A100_v4, count: 2}]
+tenants:
+  - name: org
+  - name: acme
+    parent: org
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 8, limit: 24}
+      - {flavor: A100-80G, region: westus2, limit: 2}
+  - name: beta
+    parent: org
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 4, limit: 16}
+`
+
+// costClock is a clock the test moves.
+type costClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *costClock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *costClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+var costT0 = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
+
+// costServer runs a seeded day of work on a live server on a pinned clock
+// and returns its URL: acme trains 8 GPUs within its guarantee for 2 h
+// (then cancelled), borrows 8 more for 3 h, runs 2 GPUs in westus2 and
+// 8 on its reservation; beta runs spot work and inference.
+func costServer(t *testing.T) (url string, s *server.Server, clk *costClock) {
+	t.Helper()
+	clk = &costClock{now: costT0}
+	s, _, url = seededServerWith(t, costWorld, server.Options{Clock: clk.Now})
+	ctx := context.Background()
+	admin := client.New(url, testAdmin)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := admin.CreateReservation(ctx, "acme", api.ReservationRequest{Name: "r1", SKU: "Standard_ND96amsr_A100_v4", Capacity: 1, Region: "eastus"})
+	must(err)
+	sub := func(tenant string, w api.WorkloadSpec) {
+		t.Helper()
+		if len(w.Flavors) == 0 {
+			w.Flavors = []string{"A100-80G"}
+		}
+		if len(w.Regions) == 0 {
+			w.Regions = []string{"eastus"}
+		}
+		_, err := admin.Submit(ctx, tenant, w)
+		must(err)
+	}
+	sub("acme", api.WorkloadSpec{Name: "train", Kind: "training", GPUs: 8000, Priority: "high", Labels: map[string]string{"class": "research"}})
+	sub("acme", api.WorkloadSpec{Name: "on-resv", Kind: "training", GPUs: 8000, Reservation: "r1"})
+	sub("acme", api.WorkloadSpec{Name: "west", Kind: "batch", GPUs: 1000, Replicas: 2, Regions: []string{"westus2"}})
+	sub("beta", api.WorkloadSpec{Name: "spotty", Kind: "batch", GPUs: 2000, Priority: "spot", Preemptible: true})
+	sub("beta", api.WorkloadSpec{Name: "serve", Kind: "inference", GPUs: 500, Labels: map[string]string{"class": "prod"}})
+	s.Cycle(ctx)
+	clk.Advance(time.Hour)
+	sub("acme", api.WorkloadSpec{Name: "borrow", Kind: "batch", GPUs: 4000})
+	s.Cycle(ctx)
+	clk.Advance(time.Hour)
+	_, err = admin.Cancel(ctx, "acme", "train")
+	must(err)
+	s.Cycle(ctx)
+	clk.Advance(2 * time.Hour)
+	_, err = admin.Cancel(ctx, "beta", "spotty")
+	must(err)
+	s.Cycle(ctx)
+	clk.Advance(time.Hour)
+	return url, s, clk
+}
+
+// TestCostReportGolden: the report (table, CSV, JSON) and the FOCUS export
+// of a seeded run, against testdata/cost_report.golden (-update rewrites
+// it); the totals add up; open runs count up to --until.
+func TestCostReportGolden(t *testing.T) {
+	url, _, _ := costServer(t)
+	conn := []string{"--server", url, "--token", testAdmin}
+	win := []string{"--since", costT0.Format(time.RFC3339), "--until", costT0.Add(5 * time.Hour).Format(time.RFC3339)}
+	var golden strings.Builder
+	for _, args := range [][]string{
+		{"cost", "report", "--group-by", "tenant,kind"},
+		{"cost", "report", "--group-by", "tenant,charge", "-o", "csv"},
+		{"cost", "report", "--group-by", "region,sku", "-o", "json"},
+		{"cost", "export", "-o", "csv"},
+	} {
+		out, errOut, code := run(t, append(append(args, win...), conn...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		golden.WriteString("$ arbiter " + strings.Join(args, " ") + "\n" + out + "\n")
+	}
+	path := filepath.Join("testdata", "cost_report.golden")
+	if *updateCost {
+		if err := os.WriteFile(path, []byte(golden.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if golden.String() != string(want) {
+		t.Errorf("cost output differs from %s (run with -update if intended):\n%s", path, golden.String())
+	}
+
+	// The JSON report's rows add up to its total, and the total is the
+	// GPU-hours of the run worked out by hand: train 8×2h, on-resv 8×5h,
+	// west 2×5h, spotty 2×4h, serve 0.5×5h, borrow 4×4h.
+	out, errOut, code := run(t, append(append([]string{"cost", "report", "--group-by", "workload", "-o", "json"}, win...), conn...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep meter.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	wantH := map[string]float64{"acme/train": 16, "acme/on-resv": 40, "acme/west": 10, "beta/spotty": 8, "beta/serve": 2.5, "acme/borrow": 16}
+	sum := 0.0
+	for _, r := range rep.Rows {
+		if w := wantH[r.Keys[0]]; !near(r.GPUHours, w) {
+			t.Errorf("%s: %.4f GPU-hours, want %.4f", r.Keys[0], r.GPUHours, w)
+		}
+		sum += r.GPUHours
+	}
+	if len(rep.Rows) != len(wantH) || !near(sum, rep.Total.GPUHours) || !near(sum, 92.5) {
+		t.Errorf("%d rows summing to %.4f, total %.4f; want %d rows and 92.5", len(rep.Rows), sum, rep.Total.GPUHours, len(wantH))
+	}
+}
+
+func near(a, b float64) bool { d := a - b; return d < 1e-6 && d > -1e-6 }
+
+// TestCostTenantIsolationAndBadInput: a tenant's report and export show
+// its own records only; bad --since, --until, --group-by and -o values
+// are refused naming the flag, as are the API's bad since and until.
+func TestCostTenantIsolationAndBadInput(t *testing.T) {
+	url, _, _ := costServer(t)
+	admin := client.New(url, testAdmin)
+	tok, err := admin.CreateToken(context.Background(), "beta", "cost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta := []string{"--server", url, "--token", tok.Secret}
+	win := []string{"--since", costT0.Format(time.RFC3339), "--until", costT0.Add(5 * time.Hour).Format(time.RFC3339)}
+	out, errOut, code := run(t, append(append([]string{"cost", "export", "-o", "csv"}, win...), beta...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 { // header, spotty, serve
+		t.Errorf("beta's export has %d rows, want a header and 2:\n%s", len(rows), out)
+	}
+	if strings.Contains(out, "acme") {
+		t.Errorf("beta's export shows acme's records:\n%s", out)
+	}
+	out, errOut, code = run(t, append(append([]string{"cost", "report", "--group-by", "tenant"}, win...), beta...)...)
+	if code != 0 || strings.Contains(out, "acme") || !strings.Contains(out, "beta") {
+		t.Errorf("beta's report (exit %d, %s):\n%s", code, errOut, out)
+	}
+	// Asking the admin's way for acme (--tenant) does not widen a tenant
+	// token's view: the server filters.
+	out, _, _ = run(t, append(append([]string{"cost", "report", "--tenant", "acme"}, win...), beta...)...)
+	if strings.Contains(out, "acme") {
+		t.Errorf("beta with --tenant acme sees acme:\n%s", out)
+	}
+	adminConn := []string{"--server", url, "--token", testAdmin}
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"cost", "report", "--since", "yesterday"}, "--since"},
+		{[]string{"cost", "report", "--since", "-3d"}, "--since"},
+		{[]string{"cost", "report", "--until", "2026-13-01"}, "--until"},
+		{[]string{"cost", "report", "--since", "1h", "--until", "2h"}, "--since"},
+		{[]string{"cost", "report", "--group-by", "tenant,colour"}, "--group-by"},
+		{[]string{"cost", "report", "--group-by", "tenant,tenant"}, "--group-by"},
+		{[]string{"cost", "report", "-o", "yaml"}, "-o"},
+		{[]string{"cost", "export", "-o", "table"}, "-o"},
+	} {
+		_, errOut, code := run(t, append(c.args, adminConn...)...)
+		if code == 0 || !strings.Contains(errOut, c.flag) {
+			t.Errorf("%v: exit %d, %q; want a refusal naming %s", c.args, code, errOut, c.flag)
+		}
+	}
+	for _, q := range []struct{ query, field string }{{"since=soon", "since"}, {"until=3x", "until"}, {"since=1h&until=2h", "since"}} {
+		err := admin.Do(context.Background(), "GET", "/v1/usage-records?"+q.query, nil, nil)
+		ae, ok := err.(*api.Error)
+		if !ok || ae.Status != 400 || ae.Field != q.field {
+			t.Errorf("GET /v1/usage-records?%s: %v, want 400 naming %s", q.query, err, q.field)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/meter"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// usageRecord is a record like the server writes: a replica of a run of
+// tenant's workload on one node.
+func usageRecord(tenant, name string, replica int, start time.Time) meter.Record {
+	return meter.Record{Workload: WorkloadKey(tenant, name), Replica: replica, Tenant: tenant, TenantRev: 12, Path: []string{"org", tenant},
+		Kind: "training", Class: "research", SKU: "Standard_ND96amsr_A100_v4", Model: "A100-80G", Region: "eastus", Node: "eus-a-n0001",
+		GPUs: 8000, Start: start, Charge: meter.ChargeGuarantee, UnitPrice: 4.09625, ListPrice: 4.09625}
+}
+
+// TestUsageRecordsOpenCloseOrphans: a run's records open with the run,
+// close with it (once: closing again changes nothing), the totals count
+// closed ones and open ones up to now, and CloseOrphanUsage closes the
+// records of runs that no longer run and leaves the running ones; open
+// records survive a restart. On both stores.
+func TestUsageRecordsOpenCloseOrphans(t *testing.T) {
+	forEachStore(t, testUsageRecords)
+}
+
+func testUsageRecords(t *testing.T, st testStore, reopen func() testStore) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := &workload.Assignment{Flavor: "A100-80G", Region: "eastus", StartedAt: t0, Replicas: []workload.Replica{{Node: "n1", GPUs: []int{0}, Milli: 1000}, {Node: "n2", GPUs: []int{0}, Milli: 1000}}}
+	ws := []*Workload{
+		{Tenant: "t", State: StateRunning, Spec: workload.Spec{Name: "ends", Replicas: 2, GPUs: 1000}, Running: a},
+		{Tenant: "t", State: StateRunning, Spec: workload.Spec{Name: "runs", Replicas: 2, GPUs: 1000}, Running: a},
+		{Tenant: "t", State: StateRunning, Spec: workload.Spec{Name: "orphan", Replicas: 2, GPUs: 1000}, Running: a},
+	}
+	err := st.Update(ctx, func(tx WriteTx) error {
+		for _, w := range ws {
+			if err := Put(tx, w, MustNotExist); err != nil {
+				return err
+			}
+			for i := range a.Replicas {
+				r := usageRecord(w.Tenant, string(w.Spec.Name), i, t0)
+				r.GPUs, r.Node, r.SKU = 1000, a.Replicas[i].Node, fleet.SKUName("S")
+				if err := PutUsage(tx, &r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = reopen()
+	t1 := t0.Add(2 * time.Hour)
+	err = st.Update(ctx, func(tx WriteTx) error {
+		w, _ := Get[Workload](tx, "t/ends")
+		if err := EndRun(tx, w, StateSucceeded, t1, "done"); err != nil {
+			return err
+		}
+		if err := CloseRun(tx, &Workload{Tenant: "t", Spec: w.Spec, Running: a}, t1.Add(time.Hour)); err != nil { // again: no change
+			return err
+		}
+		if err := Put(tx, w, Any); err != nil {
+			return err
+		}
+		o, _ := Get[Workload](tx, "t/orphan")
+		o.End(StateCancelled, t1, "behind the meter's back")
+		return Put(tx, o, Any)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2 := t0.Add(3 * time.Hour)
+	var closed int
+	err = st.Update(ctx, func(tx WriteTx) error {
+		closed, err = CloseOrphanUsage(tx, t2, nil)
+		return err
+	})
+	if err != nil || closed != 2 {
+		t.Fatalf("CloseOrphanUsage closed %d (%v), want the orphan's 2", closed, err)
+	}
+	want := map[string]time.Time{"t/ends": t1, "t/orphan": t2, "t/runs": {}}
+	var totals []UsageTotal
+	err = st.View(ctx, func(tx ReadTx) error {
+		n := 0
+		err := ScanUsage(tx, "", t2, func(k string, r *meter.Record) bool {
+			n++
+			if !r.End.Equal(want[r.Workload]) {
+				t.Errorf("%s: end %s, want %s", k, r.End, want[r.Workload])
+			}
+			return true
+		})
+		if n != 6 {
+			t.Errorf("%d records, want 6", n)
+		}
+		open := 0
+		OpenUsage(tx, func(string, string, time.Time) bool { open++; return true })
+		if open != 2 {
+			t.Errorf("%d open, want the 2 of t/runs", open)
+		}
+		totals, err = UsageTotals(tx, t0.Add(4*time.Hour))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ends: 2 × 2 h, orphan: 2 × 3 h, runs: 2 × 4 h so far.
+	if len(totals) != 1 || totals[0].GPUHours != 18 || totals[0].Charge != meter.ChargeGuarantee {
+		t.Errorf("totals %+v, want t guarantee 18 GPU-hours", totals)
+	}
+}
+
+// BenchmarkUsageRecordSize writes N usage records (100,000 with -short
+// off, in commits of 1,000, as plans of 1,000 replicas would) and reports
+// the bbolt file's bytes per record and the time to read them all back.
+func BenchmarkUsageRecordSize(b *testing.B) {
+	const n, per = 100_000, 1_000
+	for b.Loop() {
+		dir := b.TempDir()
+		st, err := OpenBolt(filepath.Join(dir, "a.db"), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size := func() int64 {
+			fi, err := os.Stat(st.Path())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return fi.Size()
+		}
+		empty := size()
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for c := 0; c < n/per; c++ {
+			err := st.Update(ctx, func(tx WriteTx) error {
+				for i := range per {
+					j := c*per + i
+					r := usageRecord(fmt.Sprintf("tenant-%03d", j%200), fmt.Sprintf("job-%06d", j/8), j%8, t0.Add(time.Duration(j)*time.Second))
+					r.End = r.Start.Add(time.Hour)
+					if err := PutUsage(tx, &r); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		start := time.Now()
+		got := 0
+		st.View(ctx, func(tx ReadTx) error {
+			return ScanUsage(tx, "", t0.Add(1000*time.Hour), func(string, *meter.Record) bool { got++; return true })
+		})
+		read := time.Since(start)
+		if got != n {
+			b.Fatalf("read %d records back, want %d", got, n)
+		}
+		b.ReportMetric(float64(size()-empty)/n, "file-bytes/record")
+		b.ReportMetric(float64(read.Nanoseconds())/n, "read-ns/record")
+		st.Close()
+	}
+}
