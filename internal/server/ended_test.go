@@ -62,4 +62,11 @@ func TestEndedWorkloadKeepsItsRun(t *testing.T) {
 	if d := cmp.Diff([]string{"n2"}, w.EndNodes); d != "" {
 		t.Errorf("cancelled end nodes (-want +got):\n%s", d)
 	}
+	// why says the same.
+	for name, want := range map[string]string{"other": "cancelled by tenant contoso", "job": "exited with code 3"} {
+		why, err := c.Why(f.ctx, "contoso", name)
+		if err != nil || !strings.Contains(why.Reason, want) || !strings.Contains(why.Reason, "ended at ") {
+			t.Errorf("why %s: %q %v, want %q", name, why.Reason, err, want)
+		}
+	}
 }

@@ -374,8 +374,17 @@ func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
 		s.setOverrun(&out, x, s.now())
 	case store.StateCancelled:
 		out.Reason = "cancelled"
+		if x.EndReason != "" {
+			out.Reason = x.EndReason
+		}
+		if !x.EndedAt.IsZero() {
+			out.Reason = fmt.Sprintf("ended at %s: %s", x.EndedAt.UTC().Format("2006-01-02T15:04:05Z"), out.Reason)
+		}
 	case store.StateSucceeded, store.StateFailed:
 		out.Reason = fmt.Sprintf("ended at %s: %s", x.EndedAt.UTC().Format("2006-01-02T15:04:05Z"), strings.ToLower(string(x.State)))
+		if x.EndReason != "" {
+			out.Reason += " (" + x.EndReason + ")"
+		}
 	default:
 		if p, ok := idx.Pending(x.Key()); ok {
 			caller := who(r)
