@@ -367,6 +367,11 @@ func TestDashboard(t *testing.T) {
 	took = b.waitJS(t, "alpha's GPUs lit on the fleet", lit, 5*time.Second)
 	t.Logf("the fleet showed the placed workload's GPUs after %v", took)
 	screenshot(t, b, "admin-fleet-live")
+	// The workload's page: its placement and events.
+	b.visit(t, base, "#/workload/alpha/alpha-secret-job")
+	b.waitJS(t, "the workload's page with its events", `(() => { const v = document.getElementById("view").textContent;
+	  return v.includes("WorkloadSubmitted") && v.includes("WorkloadPlaced") && v.includes("replica 1: "); })()`, 5*time.Second)
+	screenshot(t, b, "admin-workload")
 	b.checkClean(t)
 
 	// bravo sees none of alpha's names.

@@ -403,9 +403,25 @@ async function viewQueue() {
 
 async function viewWorkload(refresh, tenant, name) {
   const base = "/v1/tenants/" + encodeURIComponent(tenant) + "/workloads/" + encodeURIComponent(name);
-  const [w, why, ev] = await Promise.all([get(base), get(base + "/why"), get("/v1/events?limit=1000&tenant=" + encodeURIComponent(tenant))]);
+  const [w, why] = await Promise.all([get(base), get(base + "/why")]);
+  // Its events among the last few thousand (the log is long on a busy
+  // server): from a little before the last cycle's revision, page by page.
   const obj = "workloads/" + tenant + "/" + name;
-  const events = ev.items.filter((e) => e.object === obj);
+  const events = [];
+  let after = Math.max(0, (why.plan_revision || 0) - 3000);
+  for (let page = 0; page < 5; page++) {
+    let ev;
+    try {
+      ev = await get("/v1/events?limit=1000&tenant=" + encodeURIComponent(tenant) + "&after=" + after);
+    } catch (e) {
+      if (e.status !== 410 || after === 0) throw e;
+      after = 0; // those were pruned: start from the oldest kept
+      ev = await get("/v1/events?limit=1000&tenant=" + encodeURIComponent(tenant) + "&after=0");
+    }
+    for (const e of ev.items) if (e.object === obj) events.push(e);
+    if (ev.items.length < 1000 || ev.next <= after) break;
+    after = ev.next;
+  }
   const placement = w.running ? w.running.replicas.map((r, i) => el("li", { text: "replica " + i + ": " + r.node + " GPUs " + (r.gpus || []).join(",") })) : [];
   show(el("h2", { text: tenant + "/" + name }),
     el("dl", { class: "kv" },
