@@ -42,6 +42,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		newMetricCmd(),
 		newEventsCmd(),
 		newCostCmd(),
+		newAdvisorCmd(),
 		newTokenCmd(),
 		newAdminCmd(),
 		newKubeCmd(),

@@ -14,3 +14,17 @@ func (c *Client) UsageRecords(ctx context.Context, since, until time.Time) ([]me
 	q := query("since", since.UTC().Format(time.RFC3339Nano), "until", until.UTC().Format(time.RFC3339Nano))
 	return list[meter.Record](c, ctx, "/v1/usage-records"+q)
 }
+
+// Advisor returns the advisor's recommendations over window (e.g. "30d")
+// at the idle threshold (e.g. "50%"); empty values take the server's
+// defaults. A tenant token gets its own tenant's.
+func (c *Client) Advisor(ctx context.Context, window, idleThreshold string) ([]meter.Recommendation, error) {
+	var kv []string
+	if window != "" {
+		kv = append(kv, "window", window)
+	}
+	if idleThreshold != "" {
+		kv = append(kv, "idle_threshold", idleThreshold)
+	}
+	return list[meter.Recommendation](c, ctx, "/v1/advisor"+query(kv...))
+}

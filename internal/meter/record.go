@@ -88,17 +88,20 @@ type Record struct {
 	// records.
 	TenantRev int64 `json:"tenant_rev,omitempty"`
 	// Path is the tenant and its ancestors, root first.
-	Path   []string          `json:"path,omitempty"`
-	Kind   string            `json:"kind"`
-	Class  string            `json:"class,omitempty"` // the workload's "class" label
-	SKU    fleet.SKUName     `json:"sku"`
-	Model  fleet.ModelID     `json:"model"`
-	Region string            `json:"region"`
-	Node   fleet.NodeID      `json:"node"`
-	GPUs   resource.MilliGPU `json:"milli_gpus"`
-	Start  time.Time         `json:"start"`
-	End    time.Time         `json:"end,omitzero"` // zero: still running
-	Charge Charge            `json:"charge"`
+	Path  []string `json:"path,omitempty"`
+	Kind  string   `json:"kind"`
+	Class string   `json:"class,omitempty"` // the workload's "class" label
+	// Preemptible is the workload's preemptible flag (fault-tolerant
+	// work the advisor would move to spot).
+	Preemptible bool              `json:"preemptible,omitempty"`
+	SKU         fleet.SKUName     `json:"sku"`
+	Model       fleet.ModelID     `json:"model"`
+	Region      string            `json:"region"`
+	Node        fleet.NodeID      `json:"node"`
+	GPUs        resource.MilliGPU `json:"milli_gpus"`
+	Start       time.Time         `json:"start"`
+	End         time.Time         `json:"end,omitzero"` // zero: still running
+	Charge      Charge            `json:"charge"`
 	// UnitPrice is the USD per GPU-hour charged, ListPrice the catalog's
 	// on-demand USD per GPU-hour, both as in force at Start.
 	UnitPrice float64 `json:"unit_price"`

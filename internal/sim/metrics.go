@@ -599,7 +599,7 @@ func (r *recorder) meter(j *job, from, to time.Time) {
 	charge := meter.ChargeOf(prio, a)
 	prices := meter.Prices{Catalog: s.cfg.Fleet.Catalog}
 	for i, rep := range a.Replicas {
-		rec := meter.Record{Workload: string(j.w.Name), Replica: i, Tenant: j.w.Tenant, Kind: j.w.Kind.String(), Class: j.class,
+		rec := meter.Record{Workload: string(j.w.Name), Replica: i, Tenant: j.w.Tenant, Kind: j.w.Kind.String(), Class: j.class, Preemptible: j.w.Preemptible,
 			Model: a.Flavor, Region: a.Region, Node: rep.Node, GPUs: meter.ReplicaGPUs(rep, j.w.GPUs), Start: from, End: to, Charge: charge}
 		if n, ok := s.cfg.Fleet.Node(rep.Node); ok && n.SKU != nil {
 			rec.SKU = n.SKU.Name
