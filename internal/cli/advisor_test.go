@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,19 +57,7 @@ func TestAdvisorListGolden(t *testing.T) {
 		}
 		golden.WriteString("$ arbiter " + strings.Join(args, " ") + "\n" + out + "\n")
 	}
-	path := filepath.Join("testdata", "advisor.golden")
-	if *updateCost {
-		if err := os.WriteFile(path, []byte(golden.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if golden.String() != string(want) {
-		t.Errorf("advisor output differs from %s (run with -update if intended):\n%s", path, golden.String())
-	}
+	checkGolden(t, "advisor.golden", golden.String())
 
 	out, errOut, code := run(t, append([]string{"advisor", "list", "--window", "6h", "-o", "json"}, conn...)...)
 	if code != 0 {

@@ -18,7 +18,25 @@ import (
 	"github.com/arbiterhq/arbiter/internal/server"
 )
 
-var updateCost = flag.Bool("update", false, "rewrite testdata/cost_report.golden from the run")
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata (cost_report.golden, advisor.golden) from the run")
+
+// checkGolden compares got with testdata/name, rewriting it with -update.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run with -update if intended):\n%s", path, got)
+	}
+}
 
 const costWorld = `
 fleet:
@@ -129,19 +147,7 @@ func TestCostReportGolden(t *testing.T) {
 		}
 		golden.WriteString("$ arbiter " + strings.Join(args, " ") + "\n" + out + "\n")
 	}
-	path := filepath.Join("testdata", "cost_report.golden")
-	if *updateCost {
-		if err := os.WriteFile(path, []byte(golden.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if golden.String() != string(want) {
-		t.Errorf("cost output differs from %s (run with -update if intended):\n%s", path, golden.String())
-	}
+	checkGolden(t, "cost_report.golden", golden.String())
 
 	// The JSON report's rows add up to its total, and the total is the
 	// GPU-hours of the run worked out by hand: train 8×2h, on-resv 8×5h,
