@@ -25,7 +25,7 @@ die() { echo "etcd.sh: $*" >&2; exit 1; }
 # etcd_version prints the etcd server version pinned in tools/etcd/go.mod.
 etcd_version() {
 	local v
-	v="$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2 } $1 == "require" && $2 == "go.etcd.io/etcd/server/v3" { print $3 }' "$src/go.mod")"
+	v="$(required_version go.etcd.io/etcd/server/v3 "$src/go.mod")"
 	[[ -n "$v" ]] || die "no go.etcd.io/etcd/server/v3 requirement in $src/go.mod"
 	echo "$v"
 }

@@ -22,7 +22,7 @@ die() { echo "kube.sh: $*" >&2; exit 1; }
 # kube_version prints the Kubernetes version pinned in tools/kube-apiserver/go.mod.
 kube_version() {
 	local v
-	v="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2 } $1 == "require" && $2 == "k8s.io/kubernetes" { print $3 }' "$src/go.mod")"
+	v="$(required_version k8s.io/kubernetes "$src/go.mod")"
 	[[ -n "$v" ]] || die "no k8s.io/kubernetes requirement in $src/go.mod"
 	echo "$v"
 }

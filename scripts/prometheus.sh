@@ -29,17 +29,12 @@ die() { echo "prometheus.sh: $*" >&2; exit 1; }
 # shellcheck source=lib/cached-build.sh
 . "$root/scripts/lib/cached-build.sh"
 
-# module_version FILE prints the Prometheus module version FILE requires.
-module_version() {
-	awk '$1 == "github.com/prometheus/prometheus" && $2 ~ /^v/ { print $2 } $1 == "require" && $2 == "github.com/prometheus/prometheus" { print $3 }' "$1"
-}
-
 # prom_version prints the pinned version; tools/prometheus must agree with
 # tools/promtool, so that the server and promtool are one Prometheus.
 prom_version() {
 	local v w
-	v="$(module_version "$root/tools/promtool/go.mod")"
-	w="$(module_version "$src/go.mod")"
+	v="$(required_version github.com/prometheus/prometheus "$root/tools/promtool/go.mod")"
+	w="$(required_version github.com/prometheus/prometheus "$src/go.mod")"
 	[[ -n "$v" ]] || die "no github.com/prometheus/prometheus requirement in tools/promtool/go.mod"
 	[[ "$v" == "$w" ]] || die "tools/prometheus/go.mod requires Prometheus $w but tools/promtool/go.mod pins $v: make them agree"
 	echo "$v"

@@ -26,7 +26,7 @@ die() { echo "promtool.sh: $*" >&2; exit 1; }
 # prom_version prints the Prometheus module version pinned in tools/promtool/go.mod.
 prom_version() {
 	local v
-	v="$(awk '$1 == "github.com/prometheus/prometheus" && $2 ~ /^v/ { print $2 } $1 == "require" && $2 == "github.com/prometheus/prometheus" { print $3 }' "$src/go.mod")"
+	v="$(required_version github.com/prometheus/prometheus "$src/go.mod")"
 	[[ -n "$v" ]] || die "no github.com/prometheus/prometheus requirement in $src/go.mod"
 	echo "$v"
 }

@@ -36,3 +36,9 @@ cached_build() {
 	exec 9>&-
 	echo "$bin"
 }
+
+# required_version MODULE GOMOD prints the version of MODULE that the
+# go.mod file GOMOD requires (in a require block or on one line).
+required_version() {
+	awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2 } $1 == "require" && $2 == m { print $3 }' "$2"
+}
