@@ -3,7 +3,6 @@ package probe
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/policy"
+	"github.com/arbiterhq/arbiter/internal/probe/probetest"
 )
 
 func TestLoadDefaults(t *testing.T) {
@@ -171,37 +171,6 @@ func TestAttempt(t *testing.T) {
 	}
 }
 
-// blackhole accepts connections and never answers.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return "http://" + ln.Addr().String() + "/"
-}
-
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -215,7 +184,7 @@ func newClock() *clock               { return &clock{now: time.Date(2026, 12, 1,
 // probes that find no slot wait at the front and count their missed
 // intervals; a probe is never run twice at once.
 func TestRunnerBounded(t *testing.T) {
-	url := blackhole(t)
+	url := probetest.DeadEndpoint(t) + "/"
 	clk := newClock()
 	var done atomic.Int64
 	r := NewRunner(Options{Concurrency: 3, Clock: clk.Now, Record: func(Result) { done.Add(1) }})

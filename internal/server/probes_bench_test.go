@@ -3,12 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/probe/probetest"
 	"github.com/arbiterhq/arbiter/internal/resource"
 )
 
@@ -36,7 +35,7 @@ func BenchmarkLoopDeadProbes(b *testing.B) {
 				b.Fatal(err)
 			}
 			if n > 0 {
-				url := deadEndpoint(b)
+				url := probetest.DeadEndpoint(b)
 				var src strings.Builder
 				src.WriteString("probes:\n")
 				for i := range n {
@@ -66,35 +65,4 @@ func BenchmarkLoopDeadProbes(b *testing.B) {
 			})
 		})
 	}
-}
-
-// deadEndpoint accepts connections and never answers.
-func deadEndpoint(b *testing.B) string {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	b.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return "http://" + ln.Addr().String()
 }
