@@ -35,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/names"
 	"github.com/arbiterhq/arbiter/internal/policy"
 	"github.com/arbiterhq/arbiter/internal/yamlfile"
 )
@@ -45,7 +46,6 @@ var ErrInvalid = errors.New("probe: invalid probes")
 // Bounds on what a probe may ask for.
 const (
 	MaxProbes       = 2000
-	MaxNameBytes    = 100
 	MaxURLBytes     = 2048
 	MaxBodyBytes    = 64 << 10
 	MaxHeadersBytes = 64 << 10
@@ -260,17 +260,7 @@ func checkName(s string) error {
 	if s == "" {
 		return errors.New("a probe needs a name")
 	}
-	if len(s) > MaxNameBytes {
-		return fmt.Errorf("at most %d bytes, got %d", MaxNameBytes, len(s))
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-		default:
-			return fmt.Errorf("invalid name %q: use letters, digits, '-', '_' and '.'", s)
-		}
-	}
-	return nil
+	return names.Check(s)
 }
 
 // CheckURL says what is wrong with a probe URL: it must be http(s) with a
@@ -316,7 +306,7 @@ func ParseFrom(s string) (From, error) {
 		return From{Agents: true}, nil
 	}
 	if r, ok := strings.CutPrefix(s, "region:"); ok {
-		if !validLabel(r) {
+		if !names.Valid(r) {
 			return From{}, fmt.Errorf("invalid region %q", r)
 		}
 		return From{Region: r}, nil
@@ -324,7 +314,7 @@ func ParseFrom(s string) (From, error) {
 	var f From
 	for _, part := range strings.Split(s, ",") {
 		n, ok := strings.CutPrefix(strings.TrimSpace(part), "node:")
-		if !ok || !validLabel(n) {
+		if !ok || !names.Valid(n) {
 			return From{}, fmt.Errorf("want server, agents, region:R or node:N[,node:M], got %q", s)
 		}
 		if !slices.Contains(f.Nodes, n) {
@@ -335,18 +325,4 @@ func ParseFrom(s string) (From, error) {
 		return From{}, fmt.Errorf("at most %d nodes, got %d", MaxFrom, len(f.Nodes))
 	}
 	return f, nil
-}
-
-func validLabel(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }
