@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -255,6 +256,21 @@ func TestProbesHostile(t *testing.T) {
 	ps, _ := h.admin.Probes(h.ctx)
 	if p := ps.Items[0]; p.Samples != 1 || p.Last == nil || p.Last.Node != string(west) || !p.Last.At.Equal(now) {
 		t.Errorf("west's report: %+v", p)
+	}
+	// Too many results at once are refused; a long error is cut.
+	flood := make([]api.ProbeResult, maxProbeResults+1)
+	for i := range flood {
+		flood[i] = api.ProbeResult{Probe: "west", At: now, Latency: api.Duration(time.Millisecond), OK: true}
+	}
+	if err := h.s.probes.fromAgent(west, "westus2", flood); !isStatus(err, http.StatusBadRequest) {
+		t.Errorf("%d results: %v", len(flood), err)
+	}
+	if err := h.s.probes.fromAgent(west, "westus2", []api.ProbeResult{{Probe: "west", At: now, Latency: api.Duration(time.Second), Error: strings.Repeat("é", 5000)}}); err != nil {
+		t.Fatal(err)
+	}
+	ps, _ = h.admin.Probes(h.ctx)
+	if l := ps.Items[0].Last; l == nil || l.OK || len(l.Error) > 200 || !utf8.ValidString(l.Error) || time.Duration(l.Latency) != time.Second {
+		t.Errorf("a failed report with a long error: %+v", l)
 	}
 }
 
