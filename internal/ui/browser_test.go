@@ -202,6 +202,7 @@ func (b *browser) signIn(tb testing.TB, base, token string) {
 	tb.Helper()
 	b.run(tb, chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Submit(chromedp.ID("token")), chromedp.WaitVisible(chromedp.ID("nav")))
+	b.waitJS(tb, "signed in", `document.getElementById("whoname").textContent !== "" && document.getElementById("signin").hidden`, 10*time.Second)
 }
 
 // visit opens a view and waits for it to be drawn.
@@ -407,6 +408,10 @@ func TestDashboardSignIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBrowser(t, path)
+	b.run(t, chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")))
+	if shown := evalJS[bool](t, b, `["nav", "who"].some((id) => getComputedStyle(document.getElementById(id)).display !== "none")`); shown {
+		t.Error("a signed-out page shows the views or the sign-out button")
+	}
 	for tok, want := range map[string]string{"arb_not-a-token": "Unknown or revoked token.", node.Secret: "Node and metrics tokens have no dashboard"} {
 		b.run(t, chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.ID("token")),
 			chromedp.SendKeys(chromedp.ID("token"), tok), chromedp.Submit(chromedp.ID("token")))
