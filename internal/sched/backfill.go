@@ -337,6 +337,9 @@ type slotAt struct {
 // earliest finds the claim's earliest fit, or nil when there is none with
 // known ends: for a gang, the block whose Replicas-th earliest replica
 // slot comes first; otherwise the Replicas earliest slots over all nodes.
+// A block's gang fit is kept for the next claim alike (blockFit): the
+// alike gangs of a queue are planned one after another, and each hold
+// changes a block or two.
 func (s *snapshot) earliest(cl *claim) *planFit {
 	gang := cl.w.Gang() && cl.w.Replicas > 1
 	if !gang {
@@ -349,24 +352,70 @@ func (s *snapshot) earliest(cl *claim) *planFit {
 		s.buf.slots = slots
 		return s.fitOf(cl, slots, "")
 	}
+	s.initEnds()
+	sig := s.victimSigOf(cl)
 	var best *planFit
-	for _, b := range s.blockOrder {
+	for bi, b := range s.blockOrder {
 		nodes := s.blocks[b]
 		if len(nodes) == 0 || s.nodes[nodes[0]].node.Region != cl.cand.region {
 			continue
 		}
-		slots := s.buf.slots[:0]
-		for _, i := range nodes {
-			if s.inPools(cl, i) {
-				slots = s.nodeSlots(cl, i, slots)
+		e := &s.blockFits[bi]
+		if !e.alike(s.blockVer[bi], cl, sig) {
+			slots := s.buf.slots[:0]
+			for _, i := range nodes {
+				if s.inPools(cl, i) {
+					slots = s.nodeSlots(cl, i, slots)
+				}
 			}
+			s.buf.slots = slots
+			e.keep(s.blockVer[bi], cl, sig, s.fitOf(cl, slots, b))
 		}
-		s.buf.slots = slots
-		if f := s.fitOf(cl, slots, b); f != nil && (best == nil || f.start < best.start) {
-			best = f
+		if e.found && (best == nil || e.start < best.start) {
+			best = &planFit{cl: cl, block: b, start: e.start, nodes: slices.Clone(e.nodes)}
 		}
 	}
 	return best
+}
+
+// blockFit is the last gang fit found in a block: for claims of count
+// GPUs a replica, replicas replicas, sig and pools, at the block's
+// version ver (nothing it read has changed since).
+type blockFit struct {
+	set      bool
+	ver      uint32
+	count    int
+	replicas int
+	sig      victimSig
+	pools    []int
+	found    bool
+	start    time.Duration
+	nodes    []int
+}
+
+// alike reports whether the kept fit is the claim's at version ver.
+func (e *blockFit) alike(ver uint32, cl *claim, sig victimSig) bool {
+	return e.set && e.ver == ver && e.count == cl.count && e.replicas == cl.w.Replicas && e.sig == sig && slices.Equal(e.pools, cl.pools)
+}
+
+// keep records f (nil: no fit) as the block's fit for the claim.
+func (e *blockFit) keep(ver uint32, cl *claim, sig victimSig, f *planFit) {
+	e.set, e.ver, e.count, e.replicas, e.sig = true, ver, cl.count, cl.w.Replicas, sig
+	e.pools = append(e.pools[:0], cl.pools...)
+	e.found = f != nil
+	if f != nil {
+		e.start, e.nodes = f.start, append(e.nodes[:0], f.nodes...)
+	}
+}
+
+// touchBlock bumps the version of node i's block (blockFit): something
+// a gang fit there reads has changed.
+func (s *snapshot) touchBlock(i int) {
+	if s.nodeBlock != nil {
+		if b := s.nodeBlock[i]; b >= 0 {
+			s.blockVer[b]++
+		}
+	}
 }
 
 // fitOf takes the claim's Replicas earliest slots (ties: node order),
@@ -459,11 +508,11 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 	}
 	// Which victims a claim may evict depends on it only through its
 	// victimSig: the last answer is kept for the next claim alike.
-	sig := victimSig{tenant: cl.tenant, prio: cl.w.Priority, within: cl.within, cover: cl.cover,
-		overrun: s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w)}
+	sig := s.victimSigOf(cl)
 	if c.sigSet && c.sig == sig {
 		return c.sorted
 	}
+	s.touchBlock(i)
 	ends := append(c.sorted[:0], c.base...)
 	for _, nr := range c.victims {
 		ri := int(nr.run)
@@ -483,6 +532,12 @@ func (s *snapshot) gpuEnds(cl *claim, i int) []time.Duration {
 	slices.Sort(ends)
 	c.sorted, c.sig, c.sigSet = ends, sig, true
 	return ends
+}
+
+// victimSigOf is the claim's victimSig.
+func (s *snapshot) victimSigOf(cl *claim) victimSig {
+	return victimSig{tenant: cl.tenant, prio: cl.w.Priority, within: cl.within, cover: cl.cover,
+		overrun: s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w)}
 }
 
 // victimSig is what allowed reads of a planned claim (one not on a
@@ -512,21 +567,13 @@ type nodeEnd struct {
 
 // nodeEnds returns node i's nodeEnd, computing it if the node changed.
 func (s *snapshot) nodeEnds(i int) *nodeEnd {
-	if s.ends == nil {
-		// The last snapshot's, reused with their arrays, all stale.
-		s.ends = sized(s.buf.nodeEnds, len(s.nodes))
-		s.nodeVer = sized(s.buf.nodeVer, len(s.nodes))
-		s.buf.nodeEnds, s.buf.nodeVer = s.ends, s.nodeVer
-		clear(s.nodeVer)
-		for k := range s.ends {
-			s.ends[k].version = ^uint32(0)
-		}
-	}
+	s.initEnds()
 	c := &s.ends[i]
 	if c.version == s.nodeVer[i] {
 		return c
 	}
 	c.version, c.sigSet = s.nodeVer[i], false
+	s.touchBlock(i)
 	ns := &s.nodes[i]
 	c.base = sized(c.base, len(ns.free))
 	for g, f := range ns.free {
@@ -576,6 +623,37 @@ func (s *snapshot) nodeEnds(i int) *nodeEnd {
 		slices.Sort(c.sorted)
 	}
 	return c
+}
+
+// initEnds readies what nodeEnds and blockFit keep, on first use in a
+// cycle: the last snapshot's arrays, reused, all stale.
+func (s *snapshot) initEnds() {
+	if s.ends != nil {
+		return
+	}
+	s.ends = sized(s.buf.nodeEnds, len(s.nodes))
+	s.nodeVer = sized(s.buf.nodeVer, len(s.nodes))
+	s.buf.nodeEnds, s.buf.nodeVer = s.ends, s.nodeVer
+	clear(s.nodeVer)
+	for k := range s.ends {
+		s.ends[k].version = ^uint32(0)
+	}
+	s.blockVer = sized(s.buf.blockVer, len(s.blockOrder))
+	s.blockFits = sized(s.buf.blockFits, len(s.blockOrder))
+	s.nodeBlock = sized(s.buf.nodeBlock, len(s.nodes))
+	s.buf.blockVer, s.buf.blockFits, s.buf.nodeBlock = s.blockVer, s.blockFits, s.nodeBlock
+	clear(s.blockVer)
+	for k := range s.blockFits {
+		s.blockFits[k].set = false
+	}
+	for k := range s.nodeBlock {
+		s.nodeBlock[k] = -1
+	}
+	for bi, b := range s.blockOrder {
+		for _, i := range s.blocks[b] {
+			s.nodeBlock[i] = int32(bi)
+		}
+	}
 }
 
 // nodeRep is one replica of a running workload on a node.
@@ -657,6 +735,7 @@ func (s *snapshot) hold(f *planFit) *PlannedStart {
 			s.slack[i] = min(s.slack[i], free-s.heldGPUs[i]) - g
 		}
 		s.heldGPUs[i] += g
+		s.touchBlock(i)
 		if len(s.holdsAt[i]) == 1 { // from now on visited by heldFree, not summed
 			s.holdSum[s.holdsAt[i][0]][s.nodes[i].pool] -= s.heldCount[i]
 			s.heldCount[i] = 0

@@ -46,7 +46,11 @@ type scratch struct {
 	ends     []time.Duration // planned starts
 	nodeEnds []nodeEnd       // planned starts (snapshot.ends)
 	nodeVer  []uint32        // planned starts (snapshot.nodeVer)
-	pending  []*workload.Workload
+	// planned gangs (snapshot.blockVer, blockFits, nodeBlock)
+	blockVer  []uint32
+	blockFits []blockFit
+	nodeBlock []int32
+	pending   []*workload.Workload
 	// base is the last snapshot's base (base[0]) and the one before
 	// (base[1]), whose buffers the next snapshot reuses; match is
 	// holdFrom's.

@@ -212,19 +212,26 @@ type snapshot struct {
 	// may not use held GPUs; fresh lists this cycle's placements, freshAt
 	// per node; thresholds are the instants a workload's expected end is
 	// compared with (timeClass).
-	plans      map[*workload.Workload]*PlannedStart
-	planned    int
-	holds      []hold
-	holdsAt    [][]int32
-	heldGPUs   []int
-	multiHeld  []int           // nodes with several holds
-	holdSum    [][]int         // per hold, per pool: held free GPUs of its single-hold nodes (heldFree)
-	heldCount  []int           // per node: its share of holdSum
-	holdOK     []int8          // scratch: per hold, whether a claim may use it (heldFree)
-	runEnds    []time.Duration // per run, its expected end from Now (runEnd)
-	nodeReps   [][]nodeRep     // per node, its running replicas (indexReplicas)
-	ends       []nodeEnd       // per node, what gpuEnds keeps between claims
-	nodeVer    []uint32        // per node, bumped when its GPUs change (nodeEnds)
+	plans     map[*workload.Workload]*PlannedStart
+	planned   int
+	holds     []hold
+	holdsAt   [][]int32
+	heldGPUs  []int
+	multiHeld []int           // nodes with several holds
+	holdSum   [][]int         // per hold, per pool: held free GPUs of its single-hold nodes (heldFree)
+	heldCount []int           // per node: its share of holdSum
+	holdOK    []int8          // scratch: per hold, whether a claim may use it (heldFree)
+	runEnds   []time.Duration // per run, its expected end from Now (runEnd)
+	nodeReps  [][]nodeRep     // per node, its running replicas (indexReplicas)
+	ends      []nodeEnd       // per node, what gpuEnds keeps between claims
+	nodeVer   []uint32        // per node, bumped when its GPUs change (nodeEnds)
+	// Per block (blockOrder index): a version bumped whenever anything a
+	// gang's earliest fit there reads changes (a node's GPUs, its held
+	// GPUs, what gpuEnds keeps for it), and the last gang fit found there
+	// (earliest). nodeBlock is each node's block index, -1 for none.
+	blockVer   []uint32
+	nodeBlock  []int32
+	blockFits  []blockFit
 	slack      []int
 	fresh      []freshRep
 	freshAt    [][]int32
@@ -353,6 +360,7 @@ func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU,
 	oldWhole, oldPartial := ns.whole, ns.partial
 	if s.nodeVer != nil {
 		s.nodeVer[i]++
+		s.touchBlock(i)
 	}
 	var diff int64
 	for _, g := range gpus {
