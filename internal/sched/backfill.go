@@ -361,7 +361,7 @@ func (s *snapshot) earliest(cl *claim) *planFit {
 			continue
 		}
 		e := &s.blockFits[bi]
-		if !e.alike(s.blockVer[bi], cl, sig) {
+		if !e.alike(s.blockVer[bi], cl, sig) || s.in.Options.noBlockFit {
 			slots := s.buf.slots[:0]
 			for _, i := range nodes {
 				if s.inPools(cl, i) {

@@ -97,6 +97,9 @@ type Options struct {
 	// noRepeat turns off the repeat memo (see repeatKey) so that tests
 	// can check it never changes a plan.
 	noRepeat bool
+	// noBlockFit turns off the gangs' kept fits per block (blockFit), for
+	// the same check.
+	noBlockFit bool
 }
 
 // FairShare configures fair share over time.

@@ -203,6 +203,7 @@ var coreProps = []property{
 	{"terse-same-plan", propTerse},
 	{"cache-same-plan", propCache},
 	{"repeat-same-plan", propRepeat},
+	{"blockfit-same-plan", propBlockFit},
 }
 
 func TestProperties(t *testing.T) {
@@ -718,6 +719,36 @@ func propRepeat(in Input, _ Plan) error {
 	want, _ := json.Marshal(Schedule(in))
 	if !bytes.Equal(want, got) {
 		return fmt.Errorf("plan with the repeat memo differs:\nwith:    %s\nwithout: %s", got, want)
+	}
+	return nil
+}
+
+// propBlockFit: keeping a gang's earliest fit per block for the next gang
+// alike (blockFit) never changes a plan. Every pending gang gets two
+// clones submitted just after it, and planning is on, so alike gangs are
+// planned one after another.
+func propBlockFit(in Input, _ Plan) error {
+	var clones []*workload.Workload
+	for _, w := range in.Workloads {
+		if w.Running != nil || !w.Gang() || w.Replicas < 2 {
+			continue
+		}
+		for i := 1; i <= 2; i++ {
+			c := *w
+			c.Name = workload.ID(fmt.Sprintf("%s-g%d", w.Name, i))
+			c.SubmittedAt = w.SubmittedAt.Add(time.Duration(i) * time.Millisecond)
+			clones = append(clones, &c)
+		}
+	}
+	in.Workloads = append(slices.Clip(in.Workloads), clones...)
+	if in.Options.Planning.Depth == 0 {
+		in.Options.Planning = DefaultPlanning()
+	}
+	got, _ := json.Marshal(Schedule(in))
+	in.Options.noBlockFit = true
+	want, _ := json.Marshal(Schedule(in))
+	if !bytes.Equal(want, got) {
+		return fmt.Errorf("plan with the kept block fits differs:\nwith:    %s\nwithout: %s", got, want)
 	}
 	return nil
 }
