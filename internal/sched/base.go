@@ -21,6 +21,10 @@ type baseState struct {
 	runs    []baseRun
 	reps    []replicaAt // the runs' replicas, then the snapshot's
 	nodeIdx []int       // the runs' distinct nodes
+	// index finds a run by its Assignment when indexed (find); it is
+	// stale once runs change.
+	index   map[*workload.Assignment]int32
+	indexed bool
 }
 
 // baseRun is one run of a base: its Assignment (the identity a run is
@@ -47,9 +51,15 @@ type baseRun struct {
 }
 
 // matchWindow is how far ahead in the last base's runs a running
-// workload's Assignment is looked for (runs that ended leave gaps).
+// workload's Assignment is looked for first (runs that ended leave gaps);
+// past it, the base's index of Assignments answers (built on the first
+// miss of a snapshot: the runs new since the last one miss every cycle).
+// Either way a run is matched only ahead of the last one matched, as
+// with an unbounded window: a base is read in its own order.
 const matchWindow = 16
 
+// find returns the index of a's run in b at or after cur, or -1, and
+// moves cur past it.
 func (b *baseState) find(a *workload.Assignment, cur *int) int {
 	for k := *cur; k < len(b.runs) && k < *cur+matchWindow; k++ {
 		if b.runs[k].a == a {
@@ -57,7 +67,45 @@ func (b *baseState) find(a *workload.Assignment, cur *int) int {
 			return k
 		}
 	}
-	return -1
+	if !b.indexed {
+		if b.index == nil {
+			b.index = make(map[*workload.Assignment]int32, len(b.runs))
+		}
+		clear(b.index)
+		for k := range b.runs {
+			b.index[b.runs[k].a] = int32(k)
+		}
+		if len(b.index) < len(b.runs) {
+			// Several runs of one Assignment (a caller's mistake, which
+			// the snapshot must survive): those are read in order below.
+			clear(b.index)
+			for k := range b.runs {
+				if _, dup := b.index[b.runs[k].a]; dup {
+					b.index[b.runs[k].a] = -1
+				} else {
+					b.index[b.runs[k].a] = int32(k)
+				}
+			}
+		}
+		b.indexed = true
+	}
+	k, ok := b.index[a]
+	switch {
+	case !ok:
+		return -1
+	case k < 0:
+		for k := *cur + matchWindow; k < len(b.runs); k++ {
+			if b.runs[k].a == a {
+				*cur = k + 1
+				return k
+			}
+		}
+		return -1
+	case int(k) < *cur+matchWindow:
+		return -1 // behind the window: matched before, or passed
+	}
+	*cur = int(k) + 1
+	return int(k)
 }
 
 // sameHolds reports whether run r of the last base holds what w's run
@@ -151,6 +199,7 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 	// old array stay valid (nothing writes them again).
 	s.run, s.replicas = s.buf.run[:0], s.buf.replicas[:0]
 	runs, repBuf, nodeBuf := next.runs[:0], next.reps[:0], next.nodeIdx[:0]
+	next.indexed = false
 	lastTenant, lastT := "", -1
 	j := -1 // index among the running workloads
 	for _, w := range in.Workloads {
