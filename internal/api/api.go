@@ -704,6 +704,10 @@ type Usage struct {
 	// it, up to what the entry lends).
 	Borrowed float64 `json:"borrowed"`
 	Idle     float64 `json:"idle"`
+	// Lent is the part of Idle that others' work occupies: what no free
+	// GPU open to the tenant could serve if the subtree claimed all of
+	// its guarantee now (the rest would be reclaimed).
+	Lent float64 `json:"lent"`
 }
 
 // PolicyApply applies a policy file (its YAML text).

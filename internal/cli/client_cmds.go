@@ -82,11 +82,11 @@ func newUsageCmd() *cobra.Command {
 			return c.show(ctx, cl, out, func(ctx context.Context) (view, error) {
 				us, err := cl.Usage(ctx, c.givenTenant(), region)
 				return view{us, func(tw *tabwriter.Writer) {
-					fmt.Fprintln(tw, "NAME\tCURRENT VALUE\tRESERVED\tLIMIT\tGUARANTEED\tBORROWED\tIDLE\tTENANT\tPARENT\tREGION")
+					fmt.Fprintln(tw, "NAME\tCURRENT VALUE\tRESERVED\tLIMIT\tGUARANTEED\tBORROWED\tIDLE\tLENT\tTENANT\tPARENT\tREGION")
 					num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 					for _, u := range us {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, num(u.CurrentValue), num(u.Reserved), limitStr(u.Limit),
-							num(u.Guaranteed), num(u.Borrowed), num(u.Idle), u.Tenant, dash(u.Parent), u.Region)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, num(u.CurrentValue), num(u.Reserved), limitStr(u.Limit),
+							num(u.Guaranteed), num(u.Borrowed), num(u.Idle), num(u.Lent), u.Tenant, dash(u.Parent), u.Region)
 					}
 				}}, err
 			})
@@ -603,6 +603,21 @@ func tenantTable(ts []api.Tenant) func(tw *tabwriter.Writer) {
 }
 
 // fairShareTable prints a tenant's fair-share state under its quotas.
+// entryUsageTable prints a tenant's quota entries as usage list shows
+// them: at this level of the tree, guaranteed, used, borrowed beyond the
+// guarantee, idle, and the part of idle that others' work occupies.
+func entryUsageTable(tw *tabwriter.Writer, us []api.Usage) {
+	if len(us) == 0 {
+		return
+	}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	fmt.Fprintln(tw, "\nFLAVOR\tREGION\tGUARANTEED\tUSED\tBORROWED\tIDLE\tLENT\tLIMIT")
+	for _, u := range us {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Flavor, u.Region, num(u.Guaranteed), num(u.CurrentValue-u.Reserved),
+			num(u.Borrowed), num(u.Idle), num(u.Lent), limitStr(u.Limit))
+	}
+}
+
 func fairShareTable(tw *tabwriter.Writer, fs *api.FairShare) {
 	as := "no usage yet"
 	if !fs.AsOf.IsZero() {
@@ -686,8 +701,13 @@ func newTenantCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			us, err := cl.Usage(ctx, t.Name, "")
+			if err != nil {
+				return err
+			}
 			return c.emit(out, t, func(tw *tabwriter.Writer) {
 				tenantTable([]api.Tenant{t})(tw)
+				entryUsageTable(tw, us)
 				if fs := t.FairShare; fs != nil {
 					fairShareTable(tw, fs)
 				}

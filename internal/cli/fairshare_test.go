@@ -51,6 +51,21 @@ tenants:
 			t.Errorf("tenant show lacks %q:\n%s", want, out.String())
 		}
 	}
+	// b's 4 guaranteed GPUs are idle and a's borrowed work holds them
+	// (the one machine is full): all 4 are lent.
+	out.Reset()
+	if code := Main([]string{"tenant", "show", "b", "--server", url, "--token", admin}, &out, &errb); code != 0 {
+		t.Fatalf("tenant show b: %d %s", code, errb.String())
+	}
+	var entry string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "A100-80G" && entry == "" {
+			entry = strings.Join(f, " ")
+		}
+	}
+	if !strings.Contains(out.String(), "LENT") || entry != "A100-80G eastus 4 0 0 4 4 unlimited" {
+		t.Errorf("tenant show b: entry %q, want guaranteed 4, used 0, borrowed 0, idle 4, lent 4:\n%s", entry, out.String())
+	}
 	out.Reset()
 	if code := Main([]string{"tenant", "show", "b", "--server", url, "--token", admin, "-o", "json"}, &out, &errb); code != 0 {
 		t.Fatalf("tenant show -o json: %d %s", code, errb.String())

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 )
@@ -43,6 +45,7 @@ func usage(wd *world, tenants []string, region string, now time.Time) []api.Usag
 	running := runningLedger(wd)
 	reserved := tenancy.NewLedger(tree)
 	tree.ChargeReservations(reserved, wd.reservations(), wd.Catalog, now)
+	sc := newScope(wd, now)
 	out := []api.Usage{}
 	for _, name := range tenants {
 		ti, ok := tree.Lookup(name)
@@ -61,6 +64,7 @@ func usage(wd *world, tenants []string, region string, now time.Time) []api.Usag
 				Guaranteed: gpus(q.Guaranteed), Unit: "GPUs",
 				Borrowed: gpus(run.Sub(q.Guaranteed)), Idle: gpus(q.Guaranteed.Sub(run)),
 			}
+			u.Lent = gpus(lent(q.Guaranteed.Sub(run), sc.free(ti, q.Key)))
 			if p := tree.Tenants[ti].Parent; p >= 0 {
 				u.Parent = tree.Tenants[p].Name
 			}
@@ -76,6 +80,102 @@ func usage(wd *world, tenants []string, region string, now time.Time) []api.Usag
 		}
 	}
 	return out
+}
+
+// lent is the part of an entry's idle guarantee that no free GPU could
+// serve: if the subtree claimed all of it now, free GPUs would be taken
+// first and the rest reclaimed from others' work (siblings' within the
+// subtree's parent guarantee, or borrowers outside). With guarantees
+// within capacity, others' work is at least that much beyond their own
+// guarantees (docs/tenants.md).
+func lent(idle, free resource.MilliGPU) resource.MilliGPU {
+	return max(0, idle-max(0, free))
+}
+
+// scope answers how many GPUs are free now to a tenant in a quota key:
+// on nodes up and open to new work, of the key's model and region (any
+// region for an all-regions entry), outside active reservations' bound
+// machines and outside partitions of other subtrees, less what running
+// work holds there.
+type scope struct {
+	wd     *world
+	closed map[fleet.NodeID]bool // down, cordoned or reserved
+	owner  map[fleet.NodeID]int  // partition nodes: the owning tenant
+	held   map[fleet.NodeID]resource.MilliGPU
+	memo   map[scopeKey]resource.MilliGPU
+}
+
+type scopeKey struct {
+	tenant int
+	key    tenancy.Key
+}
+
+func newScope(wd *world, now time.Time) *scope {
+	sc := &scope{wd: wd, closed: map[fleet.NodeID]bool{}, owner: map[fleet.NodeID]int{},
+		held: map[fleet.NodeID]resource.MilliGPU{}, memo: map[scopeKey]resource.MilliGPU{}}
+	for _, id := range wd.Down {
+		sc.closed[id] = true
+	}
+	for _, id := range wd.Cordoned {
+		sc.closed[id] = true
+	}
+	for _, r := range wd.Reservations {
+		if (r.Start.IsZero() || !r.Start.After(now)) && (r.End.IsZero() || r.End.After(now)) {
+			for _, id := range r.Nodes {
+				sc.closed[id] = true
+			}
+		}
+	}
+	if wd.Fleet != nil {
+		for _, p := range wd.Partitions {
+			t, ok := wd.Tree.Lookup(p.Tenant)
+			if !ok {
+				continue
+			}
+			for _, id := range p.Nodes {
+				sc.owner[id] = t
+			}
+			for _, b := range p.Blocks {
+				for _, n := range wd.Fleet.BlockNodes(b) {
+					sc.owner[n.ID] = t
+				}
+			}
+		}
+	}
+	for _, x := range wd.Workloads {
+		if x.Running == nil {
+			continue
+		}
+		for _, r := range x.Running.Replicas {
+			m := resource.MilliGPU(r.Milli)
+			if m <= 0 {
+				m = resource.PerGPU
+			}
+			sc.held[r.Node] += m * resource.MilliGPU(len(r.GPUs))
+		}
+	}
+	return sc
+}
+
+// free is the GPUs free now to tenant t in key k.
+func (sc *scope) free(t int, k tenancy.Key) resource.MilliGPU {
+	if v, ok := sc.memo[scopeKey{t, k}]; ok {
+		return v
+	}
+	var free resource.MilliGPU
+	if sc.wd.Fleet != nil {
+		for _, n := range sc.wd.Fleet.Nodes {
+			if n.Model != k.Model || (k.Region != "" && n.Region != k.Region) || sc.closed[n.ID] {
+				continue
+			}
+			if o, ok := sc.owner[n.ID]; ok && !sc.wd.Tree.InSubtree(t, o) {
+				continue
+			}
+			free += max(0, resource.MilliGPU(n.GPUs)*resource.PerGPU-sc.held[n.ID])
+		}
+	}
+	sc.memo[scopeKey{t, k}] = free
+	return free
 }
 
 // otherReservations is wd's reservations but res, as the tenancy model.

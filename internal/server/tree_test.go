@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/tenancy"
 )
 
 // treeConfig: org internal is guaranteed 16 A100s for its subtree;
@@ -46,6 +47,11 @@ func TestParentGuaranteeReclaim(t *testing.T) {
 		}
 	}
 	h.s.Cycle(h.ctx)
+	// batch borrows the whole fleet: internal's 16 idle guaranteed GPUs
+	// are all lent (no GPU is free).
+	if u := entryOf(t, h, "internal"); u.Idle != 16 || u.Lent != 16 {
+		t.Errorf("internal while batch runs the fleet: %+v, want 16 idle, 16 lent", u)
+	}
 	if _, err := research.Submit(h.ctx, "research", spec("r-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -75,18 +81,71 @@ func TestParentGuaranteeReclaim(t *testing.T) {
 	for _, u := range us {
 		got[u.Tenant] = u
 	}
-	if u := got["internal"]; u.CurrentValue != 8 || u.Guaranteed != 16 || u.Borrowed != 0 || u.Idle != 8 {
-		t.Errorf("internal: %+v, want 8 used of 16 guaranteed, 8 idle", u)
+	if u := got["internal"]; u.CurrentValue != 8 || u.Guaranteed != 16 || u.Borrowed != 0 || u.Idle != 8 || u.Lent != 8 {
+		t.Errorf("internal: %+v, want 8 used of 16 guaranteed, 8 idle, 8 lent (batch borrows them)", u)
 	}
-	if u := got["training"]; u.Parent != "internal" || u.Idle != 8 {
-		t.Errorf("training: %+v, want parent internal, 8 idle", u)
+	if u := got["training"]; u.Parent != "internal" || u.Idle != 8 || u.Lent != 8 {
+		t.Errorf("training: %+v, want parent internal, 8 idle, 8 lent (to its sibling)", u)
 	}
-	if u := got["batch"]; u.CurrentValue != 16 || u.Borrowed != 8 || u.Idle != 0 {
-		t.Errorf("batch: %+v, want 16 used, 8 borrowed", u)
+	if u := got["batch"]; u.CurrentValue != 16 || u.Borrowed != 8 || u.Idle != 0 || u.Lent != 0 {
+		t.Errorf("batch: %+v, want 16 used, 8 borrowed, nothing lent", u)
+	}
+	// One of batch's jobs ends: 8 GPUs are free, so 8 of internal's 8
+	// idle would be served by them and nothing is lent any more.
+	if _, err := batch.Cancel(h.ctx, "batch", "b-1"); err != nil {
+		t.Fatal(err)
+	}
+	if u := entryOf(t, h, "internal"); u.Idle != 8 || u.Lent != 0 {
+		t.Errorf("internal with 8 GPUs free: %+v, want 8 idle, 0 lent", u)
 	}
 	// research sees only its own entries (it has none); batch none of
 	// internal's.
 	if mine, err := batch.Usage(h.ctx, "batch", ""); err != nil || len(mine) != 1 || mine[0].Tenant != "batch" {
 		t.Errorf("batch's own usage: %+v, %v", mine, err)
+	}
+}
+
+// entryOf is tenant's A100-80G usage entry, as the admin sees it.
+func entryOf(t *testing.T, h *harness, tenant string) api.Usage {
+	t.Helper()
+	us, err := h.admin.Usage(h.ctx, tenant, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range us {
+		if u.Flavor == "A100-80G" {
+			return u
+		}
+	}
+	t.Fatalf("usage of %s has no A100-80G entry: %+v", tenant, us)
+	return api.Usage{}
+}
+
+// TestLentFreeScope: the free GPUs that decide what is lent are those
+// open to the tenant: another subtree's partition and an active
+// reservation's machines are not.
+func TestLentFreeScope(t *testing.T) {
+	h := newHarness(t, partitionConfig, Options{RateLimit: -1})
+	key := tenancy.Key{Model: "A100-80G", Region: "eastus"}
+	free := func() (fab, con float64) {
+		wd := mustWorld(t, h)
+		sc := newScope(wd, h.s.now())
+		f, _ := wd.Tree.Lookup("fabrikam")
+		c, _ := wd.Tree.Lookup("contoso")
+		return gpus(sc.free(f, key)), gpus(sc.free(c, key))
+	}
+	if fab, con := free(); fab != 16 || con != 32 {
+		t.Fatalf("free A100s in eastus: fabrikam %v, contoso %v; want 16 (contoso's partition is not open to it) and 32", fab, con)
+	}
+	req := api.ReservationRequest{Name: "r1", Region: "eastus", SKU: "Standard_ND96amsr_A100_v4", Capacity: 1}
+	if _, err := h.tenant("fabrikam").CreateReservation(h.ctx, "fabrikam", req); err != nil {
+		t.Fatal(err)
+	}
+	if fab, con := free(); fab != 8 || con != 24 {
+		t.Fatalf("with one machine reserved: fabrikam %v, contoso %v; want 8 and 24", fab, con)
+	}
+	// fabrikam's 8 idle guaranteed GPUs: the 8 free ones would serve them.
+	if u := entryOf(t, h, "fabrikam"); u.Idle != 8 || u.Lent != 0 {
+		t.Errorf("fabrikam: %+v, want 8 idle, 0 lent", u)
 	}
 }

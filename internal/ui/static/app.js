@@ -364,7 +364,8 @@ async function viewTenants() {
         u.limit != null ? el("i", { class: "limit", style: "width:" + pct(u.limit) }) : null);
       return el("tr", {}, el("td", { text: u.flavor }), el("td", { text: u.region }), el("td", {}, bar),
         el("td", { class: "num", text: u.guaranteed }), el("td", { class: "num", text: u.currentValue }),
-        el("td", { class: "num", text: u.borrowed }), el("td", { class: "num", text: u.limit ?? "∞" }), el("td", { class: "num", text: u.idle }));
+        el("td", { class: "num", text: u.borrowed }), el("td", { class: "num", text: u.limit ?? "∞" }), el("td", { class: "num", text: u.idle }),
+        el("td", { class: "num", text: u.lent }));
     });
     const fs = fair[t.name];
     sections.push(el("h3", { text: t.name + (t.parent ? " (in " + t.parent + ")" : "") }));
@@ -372,7 +373,7 @@ async function viewTenants() {
       sections.push(el("p", { class: "muted", text: "fair share: " + fs.entries.map((e) =>
         (e.flavor || "all") + (e.region ? " in " + e.region : "") + ": share " + fmtNum(e.share) + ", decayed " + fmtNum(e.decayed_gpu_hours) + " GPU-h (" + fmtNum(e.usage) + " of the siblings'), factor " + fmtNum(e.factor)).join("; ") }));
     }
-    sections.push(rows.length ? el("table", {}, el("thead", {}, el("tr", {}, ["flavor", "region", "used / guaranteed / limit", "guaranteed", "used", "borrowed", "limit", "idle"]
+    sections.push(rows.length ? el("table", {}, el("thead", {}, el("tr", {}, ["flavor", "region", "used / guaranteed / limit", "guaranteed", "used", "borrowed", "limit", "idle", "lent"]
       .map((h, i) => el("th", { class: i > 2 ? "num" : null, text: h })))), el("tbody", {}, rows)) : el("p", { class: "muted", text: "no quota entries" }));
   }
   show(el("h2", { text: "Tenants" }),
