@@ -153,16 +153,22 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 	in, f := s.in, s.in.Fleet
 	var conflicts []string
 	var match []int32 // per running workload, its run in prev or -1
+	// The running workloads, in order: the passes below read them alone
+	// (a long queue's pending workloads are read once, here).
+	running := s.buf.runningW[:0]
+	for _, w := range in.Workloads {
+		if w.Running != nil {
+			running = append(running, w)
+		}
+	}
+	s.buf.runningW = running
 	if prev != nil {
 		for k := range prev.runs {
 			prev.runs[k].kept = false
 		}
 		match = s.buf.match[:0]
 		cur := 0
-		for _, w := range in.Workloads {
-			if w.Running == nil {
-				continue
-			}
+		for _, w := range running {
 			k := prev.find(w.Running, &cur)
 			if k >= 0 && prev.runs[k].sameHolds(w) {
 				prev.runs[k].kept = true
@@ -184,12 +190,9 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 	}
 	if in.Cache == nil {
 		// Size the buffers: there is no last snapshot's to reuse.
-		nrun, nrep := 0, 0
-		for _, w := range in.Workloads {
-			if w.Running != nil {
-				nrun++
-				nrep += len(w.Running.Replicas)
-			}
+		nrun, nrep := len(running), 0
+		for _, w := range running {
+			nrep += len(w.Running.Replicas)
 		}
 		s.buf.run, s.buf.replicas = make([]runState, 0, nrun), make([][]replicaAt, 0, nrun)
 		next.runs, next.reps, next.nodeIdx = make([]baseRun, 0, nrun), make([]replicaAt, 0, nrep), make([]int, 0, nrep)
@@ -201,15 +204,10 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 	runs, repBuf, nodeBuf := next.runs[:0], next.reps[:0], next.nodeIdx[:0]
 	next.indexed = false
 	lastTenant, lastT := "", -1
-	j := -1 // index among the running workloads
-	for _, w := range in.Workloads {
-		if w.Running == nil {
-			continue
-		}
+	for j, w := range running {
 		if prev != nil && conflicts != nil {
 			return conflicts // built afresh instead
 		}
-		j++
 		t, ok := lastT, lastT >= 0 && w.Tenant == lastTenant
 		if !ok {
 			t, ok = s.tree.Lookup(w.Tenant)

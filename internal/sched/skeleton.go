@@ -54,8 +54,9 @@ type scratch struct {
 	// base is the last snapshot's base (base[0]) and the one before
 	// (base[1]), whose buffers the next snapshot reuses; match is
 	// holdFrom's.
-	base  [2]baseState
-	match []int32
+	base     [2]baseState
+	match    []int32
+	runningW []*workload.Workload // holdFrom's running workloads
 }
 
 // scratchFor returns the buffers a snapshot of in may reuse: the cache's,
