@@ -407,7 +407,8 @@ func (e *Effects) Caps(ws []*workload.Workload) ([]*workload.Workload, map[workl
 		return ws, nil, nil
 	}
 	evict := map[workload.ID]string{}
-	heldBack := map[workload.ID]*sched.Blocker{}
+	var heldBack []*sched.Blocker // per workload of ws once one is held back
+	held := func(wi int) bool { return heldBack != nil && heldBack[wi] != nil }
 	var ls []labels // per workload of ws, for every cap
 	if len(e.Limits) > 1 {
 		ls = make([]labels, len(ws))
@@ -416,18 +417,19 @@ func (e *Effects) Caps(ws []*workload.Workload) ([]*workload.Workload, map[workl
 		c := &e.Limits[i]
 		hold := c.Hold // the blockers' own copy
 		var used resource.MilliGPU
-		var running, pending []*workload.Workload
+		var running []*workload.Workload
+		var pending []int // indices in ws
 		var one labels
 		for wi, w := range ws {
 			l := &one
 			if ls != nil {
 				l = &ls[wi]
 			}
-			if !l.matches(c.Target, w) || heldBack[w.Name] != nil {
+			if !l.matches(c.Target, w) || held(wi) {
 				continue
 			}
 			if w.Running == nil {
-				pending = append(pending, w)
+				pending = append(pending, wi)
 			} else if evict[w.Name] == "" {
 				used = used.Add(w.TotalGPUs())
 				running = append(running, w)
@@ -443,24 +445,32 @@ func (e *Effects) Caps(ws []*workload.Workload) ([]*workload.Workload, map[workl
 				used = used.Sub(w.TotalGPUs())
 			}
 		}
-		slices.SortStableFunc(pending, func(a, b *workload.Workload) int {
+		slices.SortStableFunc(pending, func(i, j int) int {
+			a, b := ws[i], ws[j]
 			if a.Priority != b.Priority {
 				return int(b.Priority) - int(a.Priority)
 			}
 			return a.SubmittedAt.Compare(b.SubmittedAt)
 		})
-		for _, w := range pending {
+		for _, wi := range pending {
+			w := ws[wi]
 			if used.Add(w.TotalGPUs()) <= c.Limit {
 				used = used.Add(w.TotalGPUs())
 				continue
 			}
-			heldBack[w.Name] = &sched.Blocker{Code: sched.ReasonPolicyHeld, Requested: w.TotalGPUs(), Used: used, Limit: c.Limit, Hold: &hold}
+			if heldBack == nil {
+				heldBack = make([]*sched.Blocker, len(ws))
+			}
+			heldBack[wi] = &sched.Blocker{Code: sched.ReasonPolicyHeld, Requested: w.TotalGPUs(), Used: used, Limit: c.Limit, Hold: &hold}
 		}
+	}
+	if heldBack == nil {
+		return slices.Clone(ws), evict, nil
 	}
 	var out []*workload.Workload
 	var pend []sched.Pending
-	for _, w := range ws {
-		if b := heldBack[w.Name]; b != nil {
+	for wi, w := range ws {
+		if b := heldBack[wi]; b != nil {
 			p := sched.Pending{Workload: w.Name, Code: sched.ReasonPolicyHeld, Blockers: []sched.Blocker{*b}}
 			p.Render()
 			pend = append(pend, p)
