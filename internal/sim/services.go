@@ -181,7 +181,7 @@ func (s *Sim) stepServices() {
 			running := 0
 			st.replicas[ri] = compact(st.replicas[ri])
 			for _, j := range st.replicas[ri] {
-				if j.w.Running != nil && !s.now.Before(j.progressFrom) {
+				if j.running && !s.now.Before(j.progressFrom) {
 					running++
 				}
 			}

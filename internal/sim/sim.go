@@ -45,6 +45,7 @@ type job struct {
 	placedAt     time.Time
 	version      int
 	done         bool
+	running      bool // w.Running != nil, next to progressFrom (stepServices reads both)
 	everPlaced   bool
 	resEligible  bool // its reservation had room when it was submitted
 	overflowed   bool
@@ -512,7 +513,7 @@ func (s *Sim) release(j *job) {
 	if s.now.After(j.progressFrom) {
 		j.remaining -= s.now.Sub(j.progressFrom)
 	}
-	j.w.Running = nil
+	j.w.Running, j.running = nil, false
 	j.version++
 	s.tally.track(j)
 }
@@ -635,7 +636,7 @@ func (s *Sim) cycle() {
 			n, _ := s.cfg.Fleet.Node(p.Node)
 			s.use(n.Index, p.Milli*int64(len(p.GPUs)))
 		}
-		j.w.Running = a
+		j.w.Running, j.running = a, true
 		s.tally.track(j)
 		j.placedAt = s.now
 		j.longestWait = max(j.longestWait, s.now.Sub(j.waitFrom))
