@@ -146,7 +146,7 @@ func compile(wd *world, probed []policy.Target, name, file, source string) (*pol
 
 func (pr *policyRunner) load(ctx context.Context) error {
 	return pr.s.st.View(ctx, func(tx store.ReadTx) error {
-		wd, err := loadWorld(tx, pr.s.cat.Load(), true)
+		wd, err := loadWorldWith(tx, pr.s.cat.Load(), true, &pr.s.live)
 		if err != nil {
 			return err
 		}
