@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Errors. Callers check them with errors.Is.
@@ -134,19 +136,49 @@ func List[T any, PT interface {
 	Object
 }](tx ReadTx, prefix string) ([]PT, error) {
 	var zero PT
-	var out []PT
-	var err error
+	type raw struct {
+		key  string
+		data []byte // valid while tx is
+	}
+	var rs []raw
 	tx.ScanRaw(zero.Kind(), prefix, "", func(key string, data []byte) bool {
-		v := PT(new(T))
-		if e := json.Unmarshal(data, v); e != nil {
-			err = fmt.Errorf("store: decoding %s %q: %w", zero.Kind(), key, e)
-			return false
-		}
-		out = append(out, v)
+		rs = append(rs, raw{key, data})
 		return true
 	})
-	return out, err
+	out := make([]PT, len(rs))
+	errs := make([]error, len(rs))
+	decode := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v := PT(new(T)) // its own allocation: callers keep some objects, not all
+			if e := json.Unmarshal(rs[i].data, v); e != nil {
+				errs[i] = fmt.Errorf("store: decoding %s %q: %w", zero.Kind(), rs[i].key, e)
+				continue
+			}
+			out[i] = v
+		}
+	}
+	// A long list (a restart reads every stored workload) is decoded on
+	// every core, in order-preserving chunks.
+	if p := runtime.GOMAXPROCS(0); len(rs) >= parallelDecode && p > 1 {
+		var wg sync.WaitGroup
+		chunk := (len(rs) + p - 1) / p
+		for lo := 0; lo < len(rs); lo += chunk {
+			wg.Go(func() { decode(lo, min(len(rs), lo+chunk)) })
+		}
+		wg.Wait()
+	} else {
+		decode(0, len(rs))
+	}
+	for _, e := range errs {
+		if e != nil {
+			return nil, e // the first in key order
+		}
+	}
+	return out, nil
 }
+
+// parallelDecode is the length from which List decodes on every core.
+const parallelDecode = 4096
 
 // Put writes obj when the stored revision is expect (Any: whatever is
 // there; MustNotExist: nothing). It sets obj's Meta to the new revision.
