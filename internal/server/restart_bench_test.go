@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ import (
 // event), in batches of 10,000.
 //
 //	ARBITER_BENCH_STORED=1000000 go test ./internal/server -run XXX -bench RestartReady -benchtime 1x
+//
+// ARBITER_BENCH_HEAPPROFILE=FILE writes the heap's profile after the first
+// restart's cycle.
 func BenchmarkRestartReady(b *testing.B) {
 	n := 100_000
 	if v, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_STORED")); err == nil && v > 0 {
@@ -63,6 +67,9 @@ func BenchmarkRestartReady(b *testing.B) {
 		if after := heapInUse(); after > before {
 			heap += after - before
 		}
+		if f := os.Getenv("ARBITER_BENCH_HEAPPROFILE"); f != "" && i == 0 {
+			writeHeapProfile(b, f)
+		}
 		runtime.KeepAlive(s)
 		if err := st.Close(); err != nil {
 			b.Fatal(err)
@@ -73,6 +80,19 @@ func BenchmarkRestartReady(b *testing.B) {
 	b.ReportMetric(ready.Seconds()/float64(b.N), "s/ready")
 	b.ReportMetric(float64(heap)/float64(b.N)/float64(n), "heap-B/workload")
 	b.ReportMetric(float64(fi.Size())/float64(n), "disk-B/workload")
+}
+
+// writeHeapProfile writes the live heap's profile to file (go tool pprof
+// -sample_index=inuse_space).
+func writeHeapProfile(b *testing.B, file string) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // heapInUse is the live heap after a full collection.
