@@ -176,7 +176,8 @@ func TestCostReportGolden(t *testing.T) {
 func near(a, b float64) bool { d := a - b; return d < 1e-6 && d > -1e-6 }
 
 // TestCostTenantIsolationAndBadInput: a tenant's report and export show
-// its own records only; bad --since, --until, --group-by and -o values
+// its own records only (the report: its subtree's, so the parent org sees
+// both children and the same totals as the admin); bad --since, --until, --group-by and -o values
 // are refused naming the flag, as are the API's bad since and until.
 func TestCostTenantIsolationAndBadInput(t *testing.T) {
 	url, _, _ := costServer(t)
@@ -211,7 +212,33 @@ func TestCostTenantIsolationAndBadInput(t *testing.T) {
 	if strings.Contains(out, "acme") {
 		t.Errorf("beta with --tenant acme sees acme:\n%s", out)
 	}
+	// Nor does naming its parent: beta's token asking for org's subtree
+	// gets nothing (org is not in beta's subtree).
+	out, errOut, code = run(t, append(append([]string{"cost", "report", "--tenant", "org", "-o", "csv"}, win...), beta...)...)
+	if code != 0 || strings.Contains(out, "acme") || strings.Contains(out, "beta") {
+		t.Errorf("beta with --tenant org (exit %d, %s):\n%s", code, errOut, out)
+	}
+	// The parent's token sees its subtree: both children, and the same
+	// totals as the admin's report.
+	orgTok, err := admin.CreateToken(context.Background(), "org", "cost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := []string{"--server", url, "--token", orgTok.Secret}
 	adminConn := []string{"--server", url, "--token", testAdmin}
+	orgOut, errOut, code := run(t, append(append([]string{"cost", "report", "--group-by", "tenant"}, win...), org...)...)
+	if code != 0 || !strings.Contains(orgOut, "acme") || !strings.Contains(orgOut, "beta") {
+		t.Errorf("org's report (exit %d, %s):\n%s", code, errOut, orgOut)
+	}
+	adminOut, _, _ := run(t, append(append([]string{"cost", "report", "--group-by", "tenant"}, win...), adminConn...)...)
+	if orgOut != adminOut {
+		t.Errorf("org's report differs from the admin's:\n%s\nadmin:\n%s", orgOut, adminOut)
+	}
+	// The admin's --tenant acme: acme's subtree only.
+	out, _, _ = run(t, append(append([]string{"cost", "report", "--tenant", "acme"}, win...), adminConn...)...)
+	if !strings.Contains(out, "acme") || strings.Contains(out, "beta") {
+		t.Errorf("admin with --tenant acme:\n%s", out)
+	}
 	for _, c := range []struct {
 		args []string
 		flag string
@@ -235,6 +262,14 @@ func TestCostTenantIsolationAndBadInput(t *testing.T) {
 		ae, ok := err.(*api.Error)
 		if !ok || ae.Status != 400 || ae.Field != q.field {
 			t.Errorf("GET /v1/usage-records?%s: %v, want 400 naming %s", q.query, err, q.field)
+		}
+	}
+	for _, q := range []struct{ query, field string }{{"since=soon", "since"}, {"until=3x", "until"}, {"group_by=colour", "group_by"},
+		{"group_by=tenant,tenant", "group_by"}, {"tenant=../x", "tenant"}, {"tenant=" + strings.Repeat("a", 300), "tenant"}} {
+		err := admin.Do(context.Background(), "GET", "/v1/cost-report?"+q.query, nil, nil)
+		ae, ok := err.(*api.Error)
+		if !ok || ae.Status != 400 || ae.Field != q.field {
+			t.Errorf("GET /v1/cost-report?%s: %v, want 400 naming %s", q.query, err, q.field)
 		}
 	}
 }

@@ -102,10 +102,24 @@ type Record struct {
 	Start       time.Time         `json:"start"`
 	End         time.Time         `json:"end,omitzero"` // zero: still running
 	Charge      Charge            `json:"charge"`
-	// UnitPrice is the USD per GPU-hour charged, ListPrice the catalog's
-	// on-demand USD per GPU-hour, both as in force at Start.
-	UnitPrice float64 `json:"unit_price"`
-	ListPrice float64 `json:"list_price"`
+	// UnitPrice is the USD per GPU-hour charged (the charge's price under
+	// the tenant's price plan), ListPrice the catalog's on-demand USD per
+	// GPU-hour (overrides applied), ContractedPrice the on-demand price
+	// under the tenant's plan (no spot or reserved rate), all as in force
+	// at Start. ContractedPrice 0 (records before price plans): the list
+	// price.
+	UnitPrice       float64 `json:"unit_price"`
+	ListPrice       float64 `json:"list_price"`
+	ContractedPrice float64 `json:"contracted_price,omitempty"`
+}
+
+// Contracted is the record's contracted price (ContractedPrice, or the
+// list price for a record written before price plans).
+func (r *Record) Contracted() float64 {
+	if r.ContractedPrice == 0 {
+		return r.ListPrice
+	}
+	return r.ContractedPrice
 }
 
 // Open reports whether the record's interval has not ended.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/meter"
+	"github.com/arbiterhq/arbiter/internal/names"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -219,4 +221,93 @@ func (c *costCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.gpuh, prometheus.CounterValue, v[0], k[0], k[1])
 		ch <- prometheus.MustNewConstMetric(c.cost, prometheus.CounterValue, v[1], k[0], k[1])
 	}
+}
+
+// costReport answers GET /v1/cost-report: the cost report (meter.Report)
+// over [since, until) (default: the last 30 days) grouped by group_by
+// (default tenant), summed here from the stored records read in place
+// (store.ScanUsageWindow) so that no record crosses the API. tenant=T
+// narrows it to T's subtree as it is now (T and its descendants, each the
+// tenant of its name that exists now). The admin sees every record; a
+// tenant token its own subtree's only: tenant=T outside it reports
+// nothing.
+func (s *Server) costReport(w http.ResponseWriter, r *http.Request) error {
+	now := s.now()
+	since, until, err := usageWindow(r, now)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	by, err := meter.ParseGroupBy("group_by", q.Get("group_by"))
+	if err != nil {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "group_by", "%v", err)
+	}
+	root := q.Get("tenant")
+	if _, ok := q["tenant"]; ok && !names.Valid(root) {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "tenant", "tenant: %q is not a tenant name", root)
+	}
+	c := who(r)
+	g := meter.NewAggregator(since, until, by)
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var scope tenantRevs // nil: every record
+		if !c.admin || root != "" {
+			ts, err := store.List[store.Tenant](tx, "")
+			if err != nil {
+				return err
+			}
+			scope = subtree(ts, cmp.Or(root, c.tenant))
+			if !c.admin && root != "" && !subtree(ts, c.tenant).has(root) {
+				scope = tenantRevs{} // another's: nothing
+			}
+		}
+		var key []byte
+		return store.ScanUsageWindow(tx, since, until, func(v *meter.RecordView) bool {
+			if scope != nil {
+				key = append(key[:0], v.Tenant...)
+				if rev, ok := scope[string(key)]; !ok || rev != v.TenantRev {
+					return true
+				}
+			}
+			g.AddView(v)
+			return true
+		})
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, g.Report())
+	return nil
+}
+
+// tenantRevs maps tenant names to the revision that created them.
+type tenantRevs map[string]int64
+
+func (t tenantRevs) has(name string) bool { _, ok := t[name]; return ok }
+
+// subtree is root and its descendants among ts, with their creating
+// revisions; empty when root is not among them.
+func subtree(ts []*store.Tenant, root string) tenantRevs {
+	kids := map[string][]*store.Tenant{}
+	out := tenantRevs{}
+	var top *store.Tenant
+	for _, t := range ts {
+		kids[t.Parent] = append(kids[t.Parent], t)
+		if t.Name == root {
+			top = t
+		}
+	}
+	if top == nil {
+		return out
+	}
+	next := []*store.Tenant{top}
+	for len(next) > 0 {
+		t := next[len(next)-1]
+		next = next[:len(next)-1]
+		if out.has(t.Name) {
+			continue // a cycle cannot be stored; stay safe anyway
+		}
+		out[t.Name] = t.Meta.Created
+		next = append(next, kids[t.Name]...)
+	}
+	return out
 }

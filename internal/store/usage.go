@@ -61,20 +61,62 @@ func splitUsageKey(k string) (start time.Time, wkey string, replica int, err err
 	return time.Unix(0, ns).UTC(), rest[:i], replica, nil
 }
 
-// PutUsage writes a usage record (and its open-index entry while open).
+// PutUsage writes a usage record in its stored form (meter.AppendRecord)
+// and its open-index entry while open; a closed one may lengthen the
+// longest closed span (usageLongest).
 func PutUsage(tx WriteTx, r *meter.Record) error {
 	k := UsageKey(r.Start, r.Workload, r.Replica)
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("store: encoding usage %q: %w", k, err)
-	}
-	if err := tx.PutRaw(KindUsage, k, data); err != nil {
+	if err := tx.PutRaw(KindUsage, k, meter.AppendRecord(nil, r)); err != nil {
 		return err
 	}
 	if r.Open() {
 		return tx.PutRaw(KindUsageOpen, k, []byte{1})
 	}
+	if err := noteSpan(tx, k, r.End.Sub(r.Start)); err != nil {
+		return err
+	}
 	return tx.DeleteRaw(KindUsageOpen, k)
+}
+
+// longestKey is where KindUsageTotals keeps the longest span (end −
+// start, nanoseconds, 8 bytes big-endian) of any closed record: a report
+// over [since, until) reads the closed records started from since minus
+// it, and the open ones from the open index. (No tenant name has '#'; the
+// totals' scan skips a key without '/'.)
+const longestKey = "#longest"
+
+// unbounded is the longest span of a store whose records predate
+// longestKey: every report reads from the first record.
+const unbounded = time.Duration(math.MaxInt64)
+
+// usageLongest returns the longest closed span; ok false when none was
+// noted.
+func usageLongest(tx ReadTx) (time.Duration, bool) {
+	v, ok := tx.GetRaw(KindUsageTotals, longestKey)
+	if !ok || len(v) != 8 {
+		return 0, false
+	}
+	return time.Duration(binary.BigEndian.Uint64(v)), true
+}
+
+// noteSpan lengthens the longest closed span to d where it is longer. The
+// first note of a store that already had other records (written before
+// spans were noted) makes it unbounded.
+func noteSpan(tx WriteTx, k string, d time.Duration) error {
+	cur, ok := usageLongest(tx)
+	if !ok {
+		tx.ScanRaw(KindUsage, "", "", func(first string, _ []byte) bool {
+			if first != k {
+				d = unbounded
+			}
+			return false
+		})
+	} else if d <= cur {
+		return nil
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(max(d, 0)))
+	return tx.PutRaw(KindUsageTotals, longestKey, b[:])
 }
 
 // closeUsage ends the open record under k at now; a record that is
@@ -85,7 +127,7 @@ func closeUsage(tx WriteTx, k string, now time.Time) (bool, error) {
 		return false, tx.DeleteRaw(KindUsageOpen, k)
 	}
 	var r meter.Record
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := meter.DecodeRecord(data, &r); err != nil {
 		return false, fmt.Errorf("store: decoding usage %q: %w", k, err)
 	}
 	if !r.Open() {
@@ -164,7 +206,7 @@ func UsageTotals(tx ReadTx, now time.Time) ([]UsageTotal, error) {
 			return true
 		}
 		var r meter.Record
-		if err = json.Unmarshal(data, &r); err != nil {
+		if err = meter.DecodeRecord(data, &r); err != nil {
 			err = fmt.Errorf("store: decoding usage %q: %w", k, err)
 			return false
 		}
@@ -267,11 +309,70 @@ func ScanUsage(tx ReadTx, after string, until time.Time, fn func(key string, r *
 			return false
 		}
 		var r meter.Record
-		if e := json.Unmarshal(data, &r); e != nil {
+		if e := meter.DecodeRecord(data, &r); e != nil {
 			err = fmt.Errorf("store: decoding usage %q: %w", k, e)
 			return false
 		}
 		return fn(k, &r)
+	})
+	return err
+}
+
+// ScanUsageWindow calls fn with every usage record whose interval meets
+// [since, until), read in place (the view is valid only during fn), until
+// fn returns false: the closed records from those started at since minus
+// the longest closed span on, in key (start) order, then the open records
+// started before that (from the open index). A report reads only the
+// records its window can hold, decoding each without a copy.
+func ScanUsageWindow(tx ReadTx, since, until time.Time, fn func(v *meter.RecordView) bool) error {
+	from := "" // from the first record
+	if d, ok := usageLongest(tx); ok && d != unbounded && since.UnixNano()-int64(d) > 0 {
+		from = usageStartKey(since.Add(-d))
+	}
+	end := usageStartKey(until)
+	s, u := since.UnixNano(), until.UnixNano()
+	var v meter.RecordView
+	var err error
+	more := true
+	visit := func(k string, data []byte) bool {
+		if meter.IsJSON(data) {
+			var r meter.Record
+			if e := json.Unmarshal(data, &r); e != nil {
+				err = fmt.Errorf("store: decoding usage %q: %w", k, e)
+				return false
+			}
+			meter.ViewOf(&r, &v)
+		} else if e := v.Decode(data); e != nil {
+			err = fmt.Errorf("store: decoding usage %q: %w", k, e)
+			return false
+		}
+		if (v.End != 0 && v.End <= s) || v.Start >= u {
+			return true
+		}
+		more = fn(&v)
+		return more
+	}
+	scan := func(k string, data []byte) bool {
+		if k >= end {
+			return false
+		}
+		return visit(k, data)
+	}
+	// after is exclusive: from (a bare time, which no record's key is)
+	// seeks to the first record started at or after it.
+	tx.ScanRaw(KindUsage, "", from, scan)
+	if err != nil || !more || from == "" {
+		return err
+	}
+	tx.ScanRaw(KindUsageOpen, "", "", func(k string, _ []byte) bool {
+		if k >= from {
+			return false
+		}
+		data, ok := tx.GetRaw(KindUsage, k)
+		if !ok {
+			return true
+		}
+		return visit(k, data)
 	})
 	return err
 }

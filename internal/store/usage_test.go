@@ -1,11 +1,14 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/meter"
@@ -163,5 +166,84 @@ func BenchmarkUsageRecordSize(b *testing.B) {
 		b.ReportMetric(float64(size()-empty)/n, "file-bytes/record")
 		b.ReportMetric(float64(read.Nanoseconds())/n, "read-ns/record")
 		st.Close()
+	}
+}
+
+// TestScanUsageWindow: the window scan visits exactly the records whose
+// interval meets the window (checked against a naive filter of all of
+// them), on both stores: short and long closed records, open ones started
+// long before the window (found through the open index), and, in a second
+// store, a record written as JSON before the stored form (which makes every
+// scan read from the first record).
+func TestScanUsageWindow(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st testStore, _ func() testStore) { testScanUsageWindow(t, st, false) })
+	forEachStore(t, func(t *testing.T, st testStore, _ func() testStore) { testScanUsageWindow(t, st, true) })
+}
+
+func testScanUsageWindow(t *testing.T, st testStore, oldJSON bool) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var all []meter.Record
+	for i := range 240 { // one an hour for 10 days
+		r := usageRecord(fmt.Sprintf("t%d", i%3), fmt.Sprintf("w%d", i), 0, t0.Add(time.Duration(i)*time.Hour))
+		switch {
+		case i%50 == 0:
+			// open
+		case i%17 == 0:
+			r.End = r.Start.Add(5 * 24 * time.Hour) // long
+		default:
+			r.End = r.Start.Add(time.Duration(1+i%5) * time.Hour)
+		}
+		all = append(all, r)
+	}
+	err := st.Update(ctx, func(tx WriteTx) error {
+		if oldJSON { // a closed record from before the stored form, with no span noted
+			old := usageRecord("t0", "old", 0, t0.Add(-30*24*time.Hour))
+			old.End = t0.Add(6 * 24 * time.Hour)
+			data, _ := json.Marshal(old)
+			if err := tx.PutRaw(KindUsage, UsageKey(old.Start, old.Workload, 0), data); err != nil {
+				return err
+			}
+			all = append(all, old)
+		}
+		for i := range all {
+			if oldJSON && all[i].Workload == "t0/old" {
+				continue
+			}
+			if err := PutUsage(tx, &all[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range [][2]time.Duration{{0, 240 * time.Hour}, {100 * time.Hour, 101 * time.Hour}, {200 * time.Hour, 300 * time.Hour},
+		{-40 * 24 * time.Hour, -10 * time.Hour}, {7 * 24 * time.Hour, 8 * 24 * time.Hour}, {239 * time.Hour, 1000 * time.Hour}} {
+		since, until := t0.Add(w[0]), t0.Add(w[1])
+		want := map[string]bool{}
+		for _, r := range all {
+			if _, _, ok := r.Span(since, until); ok {
+				want[UsageKey(r.Start, r.Workload, r.Replica)] = true
+			}
+		}
+		got := map[string]bool{}
+		err := st.View(ctx, func(tx ReadTx) error {
+			return ScanUsageWindow(tx, since, until, func(v *meter.RecordView) bool {
+				r := v.Record()
+				k := UsageKey(r.Start, r.Workload, r.Replica)
+				if got[k] {
+					t.Errorf("%s visited twice", k)
+				}
+				got[k] = true
+				return true
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("window %v: (-want +got):\n%s", w, d)
+		}
 	}
 }
