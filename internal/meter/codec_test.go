@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestRecordCodecRoundTrip: a record's stored form decodes back to it (as
@@ -70,4 +71,60 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("(-first +again):\n%s", d)
 		}
 	})
+}
+
+// TestSummerIsAggregate: the Summer's report of stored records (some
+// written as JSON, from before the stored form) is Aggregate's of the
+// records to the last bit, in one chunk and in many; keep filters; a
+// record that does not decode is an error.
+func TestSummerIsAggregate(t *testing.T) {
+	recs := benchRecords(5000)
+	var stored [][]byte
+	for i := range recs {
+		if i%7 == 0 {
+			js, _ := json.Marshal(&recs[i])
+			stored = append(stored, js)
+		} else {
+			stored = append(stored, AppendRecord(nil, &recs[i]))
+		}
+	}
+	by := []Dim{DimTenant, DimKind, DimCharge}
+	since, until := t0.Add(2*24*time.Hour), t0.Add(25*24*time.Hour)
+	defer func(c int) { chunk = c }(chunk)
+	for _, c := range []int{1 << 20, 300} {
+		chunk = c
+		s := NewSummer(since, until, by, nil)
+		for _, d := range stored {
+			s.Add(d)
+		}
+		got, err := s.Report()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(Aggregate(recs, since, until, by), got); d != "" {
+			t.Errorf("chunk %d: (-Aggregate +Summer):\n%s", c, d)
+		}
+		s = NewSummer(since, until, by, func(v *RecordView) bool { return string(v.Tenant) == recs[0].Tenant })
+		for _, d := range stored {
+			s.Add(d)
+		}
+		got, _ = s.Report()
+		var mine []Record
+		for _, r := range recs {
+			if r.Tenant == recs[0].Tenant {
+				mine = append(mine, r)
+			}
+		}
+		// Chunks of all records, not of the kept ones: the same sums up to
+		// the order of the additions.
+		if d := cmp.Diff(Aggregate(mine, since, until, by).Total, got.Total, cmpopts.EquateApprox(1e-12, 0)); d != "" || got.Total.Records == 0 {
+			t.Errorf("chunk %d, one tenant kept: (-want +got):\n%s", c, d)
+		}
+	}
+	s := NewSummer(since, until, by, nil)
+	s.Add(stored[1])
+	s.Add([]byte{codecV1, 9})
+	if _, err := s.Report(); err == nil {
+		t.Error("a record that does not decode: no error")
+	}
 }

@@ -181,7 +181,10 @@ func (g *Aggregator) id(i int, v string) uint32 {
 }
 
 // group returns the sums of the group of key k.
-func (g *Aggregator) group(k *key) *sums {
+func (g *Aggregator) group(k *key) *sums { return &g.sums[g.groupIndex(k)] }
+
+// groupIndex returns the index of the group of key k in g.sums.
+func (g *Aggregator) groupIndex(k *key) int32 {
 	var p uint64
 	fits := len(g.by) <= 4
 	for i := range g.by {
@@ -205,7 +208,7 @@ func (g *Aggregator) group(k *key) *sums {
 			g.wide[*k] = idx
 		}
 	}
-	return &g.sums[idx]
+	return idx
 }
 
 func dimValue(r *Record, d Dim) string {
@@ -357,7 +360,7 @@ func (g *Aggregator) Merge(o *Aggregator) {
 // chunk is how many records one aggregator of Aggregate sums: fixed, so
 // that the order of the additions (chunk by chunk) and so the sums are
 // the same on every machine, however many run at once.
-const chunk = 1 << 20
+var chunk = 1 << 20 // a variable for the tests
 
 // Aggregate is a report of recs: chunks of them summed at once on up to
 // GOMAXPROCS goroutines, merged in chunk order.

@@ -226,7 +226,8 @@ func (c *costCollector) Collect(ch chan<- prometheus.Metric) {
 // costReport answers GET /v1/cost-report: the cost report (meter.Report)
 // over [since, until) (default: the last 30 days) grouped by group_by
 // (default tenant), summed here from the stored records read in place
-// (store.ScanUsageWindow) so that no record crosses the API. tenant=T
+// (store.ScanUsageWindowRaw, meter.Summer: decoded and summed on every
+// core while the store is read) so that no record crosses the API. tenant=T
 // narrows it to T's subtree as it is now (T and its descendants, each the
 // tenant of its name that exists now). The admin sees every record; a
 // tenant token its own subtree's only: tenant=T outside it reports
@@ -247,7 +248,7 @@ func (s *Server) costReport(w http.ResponseWriter, r *http.Request) error {
 		return apiErr(http.StatusBadRequest, api.CodeInvalid, "tenant", "tenant: %q is not a tenant name", root)
 	}
 	c := who(r)
-	g := meter.NewAggregator(since, until, by)
+	var rep meter.Report
 	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
 		var scope tenantRevs // nil: every record
 		if !c.admin || root != "" {
@@ -260,22 +261,26 @@ func (s *Server) costReport(w http.ResponseWriter, r *http.Request) error {
 				scope = tenantRevs{} // another's: nothing
 			}
 		}
-		var key []byte
-		return store.ScanUsageWindow(tx, since, until, func(v *meter.RecordView) bool {
-			if scope != nil {
-				key = append(key[:0], v.Tenant...)
-				if rev, ok := scope[string(key)]; !ok || rev != v.TenantRev {
-					return true
-				}
+		var keep func(v *meter.RecordView) bool
+		if scope != nil {
+			keep = func(v *meter.RecordView) bool {
+				rev, ok := scope[string(v.Tenant)]
+				return ok && rev == v.TenantRev
 			}
-			g.AddView(v)
+		}
+		sum := meter.NewSummer(since, until, by, keep)
+		store.ScanUsageWindowRaw(tx, since, until, func(data []byte) bool {
+			sum.Add(data)
 			return true
 		})
+		var err error
+		rep, err = sum.Report()
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, g.Report())
+	writeJSON(w, http.StatusOK, rep)
 	return nil
 }
 

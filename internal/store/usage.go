@@ -320,59 +320,81 @@ func ScanUsage(tx ReadTx, after string, until time.Time, fn func(key string, r *
 
 // ScanUsageWindow calls fn with every usage record whose interval meets
 // [since, until), read in place (the view is valid only during fn), until
-// fn returns false: the closed records from those started at since minus
-// the longest closed span on, in key (start) order, then the open records
-// started before that (from the open index). A report reads only the
-// records its window can hold, decoding each without a copy.
+// fn returns false; see ScanUsageWindowRaw for which records are read.
 func ScanUsageWindow(tx ReadTx, since, until time.Time, fn func(v *meter.RecordView) bool) error {
-	from := "" // from the first record
-	if d, ok := usageLongest(tx); ok && d != unbounded && since.UnixNano()-int64(d) > 0 {
-		from = usageStartKey(since.Add(-d))
-	}
-	end := usageStartKey(until)
 	s, u := since.UnixNano(), until.UnixNano()
 	var v meter.RecordView
 	var err error
-	more := true
-	visit := func(k string, data []byte) bool {
+	ScanUsageWindowRaw(tx, since, until, func(data []byte) bool {
 		if meter.IsJSON(data) {
 			var r meter.Record
 			if e := json.Unmarshal(data, &r); e != nil {
-				err = fmt.Errorf("store: decoding usage %q: %w", k, e)
+				err = fmt.Errorf("store: decoding a usage record: %w", e)
 				return false
 			}
 			meter.ViewOf(&r, &v)
 		} else if e := v.Decode(data); e != nil {
-			err = fmt.Errorf("store: decoding usage %q: %w", k, e)
+			err = fmt.Errorf("store: decoding a usage record: %w", e)
 			return false
 		}
 		if (v.End != 0 && v.End <= s) || v.Start >= u {
 			return true
 		}
-		more = fn(&v)
-		return more
+		return fn(&v)
+	})
+	return err
+}
+
+// ScanUsageWindowRaw calls fn with the stored bytes of the usage records
+// a window [since, until) may hold, until fn returns false: the records
+// started from since minus the longest closed span up to until, in key
+// (start) order, then the open records started before that (from the
+// open index). A few may end before since: the caller clips
+// (meter.Aggregator does). Unlike ScanRaw's, the bytes stay valid for the
+// whole read transaction (View's; bolt's are in its memory map, etcd's
+// in its snapshot), so that they may be summed while the scan goes on
+// (meter.Summer).
+func ScanUsageWindowRaw(tx ReadTx, since, until time.Time, fn func(data []byte) bool) {
+	from := "" // from the first record
+	if d, ok := usageLongest(tx); ok && d != unbounded && since.UnixNano()-int64(d) > 0 {
+		from = usageStartKey(since.Add(-d))
 	}
-	scan := func(k string, data []byte) bool {
-		if k >= end {
-			return false
-		}
-		return visit(k, data)
-	}
+	end := usageStartKey(until)
+	more := true
 	// after is exclusive: from (a bare time, which no record's key is)
 	// seeks to the first record started at or after it.
-	tx.ScanRaw(KindUsage, "", from, scan)
-	if err != nil || !more || from == "" {
-		return err
+	if bs, ok := tx.(bytesScanner); ok {
+		bs.scanRawBytes(KindUsage, from, func(k, data []byte) bool {
+			if string(k) >= end {
+				return false
+			}
+			more = fn(data)
+			return more
+		})
+	} else {
+		tx.ScanRaw(KindUsage, "", from, func(k string, data []byte) bool {
+			if k >= end {
+				return false
+			}
+			more = fn(data)
+			return more
+		})
+	}
+	if !more || from == "" {
+		return
 	}
 	tx.ScanRaw(KindUsageOpen, "", "", func(k string, _ []byte) bool {
 		if k >= from {
 			return false
 		}
-		data, ok := tx.GetRaw(KindUsage, k)
-		if !ok {
-			return true
+		if data, ok := tx.GetRaw(KindUsage, k); ok {
+			return fn(data)
 		}
-		return visit(k, data)
+		return true
 	})
-	return err
+}
+
+// bytesScanner is ScanRaw without a string per key (the bolt store's).
+type bytesScanner interface {
+	scanRawBytes(k Kind, after string, fn func(key, data []byte) bool)
 }
