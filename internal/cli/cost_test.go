@@ -14,6 +14,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/meter"
 	"github.com/arbiterhq/arbiter/internal/server"
 )
@@ -83,8 +84,16 @@ var costT0 = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
 // 8 on its reservation; beta runs spot work and inference.
 func costServer(t *testing.T) (url string, s *server.Server, clk *costClock) {
 	t.Helper()
+	return costServerWith(t, costWorld, server.Options{})
+}
+
+// costServerWith is costServer on world with options o (its clock
+// replaced).
+func costServerWith(t *testing.T, world string, o server.Options) (url string, s *server.Server, clk *costClock) {
+	t.Helper()
 	clk = &costClock{now: costT0}
-	s, _, url = seededServerWith(t, costWorld, server.Options{Clock: clk.Now})
+	o.Clock = clk.Now
+	s, _, url = seededServerWith(t, world, o)
 	ctx := context.Background()
 	admin := client.New(url, testAdmin)
 	must := func(err error) {
@@ -270,6 +279,90 @@ func TestCostTenantIsolationAndBadInput(t *testing.T) {
 		ae, ok := err.(*api.Error)
 		if !ok || ae.Status != 400 || ae.Field != q.field {
 			t.Errorf("GET /v1/cost-report?%s: %v, want 400 naming %s", q.query, err, q.field)
+		}
+	}
+}
+
+// TestCostReportPricePlans: the same day of work on a server whose config
+// has a metering section: org's 25% discount covers acme (its child), beta
+// pays a flat transfer price, and an override raises the eastus on-demand
+// price of the A100 SKU. The report's list cost follows the override,
+// acme's cost is a quarter off its charges' prices, beta's is the
+// transfer price times its GPU-hours; the FOCUS export's contracted cost
+// is the discounted list cost.
+func TestCostReportPricePlans(t *testing.T) {
+	world := costWorld + `metering:
+  prices:
+    - {sku: Standard_ND96amsr_A100_v4, region: eastus, on_demand: 40}
+  plans:
+    - {tenant: org, discount: 25%}
+    - {tenant: beta, transfer_price: 2}
+`
+	cfg, err := config.Parse("world.yaml", []byte(world))
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, _, _ := costServerWith(t, world, server.Options{Pricing: cfg.Metering.Pricing})
+	plain, _, _ := costServer(t)
+	win := []string{"--since", costT0.Format(time.RFC3339), "--until", costT0.Add(5 * time.Hour).Format(time.RFC3339)}
+	report := func(url, by string) meter.Report {
+		t.Helper()
+		out, errOut, code := run(t, append(append([]string{"cost", "report", "--group-by", by, "-o", "json"}, win...), "--server", url, "--token", testAdmin)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var rep meter.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	got, base := report(planned, "tenant,region"), report(plain, "tenant,region")
+	if len(got.Rows) != len(base.Rows) {
+		t.Fatalf("%d rows, want %d", len(got.Rows), len(base.Rows))
+	}
+	for i, r := range got.Rows {
+		b := base.Rows[i]
+		tenant, region := r.Keys[0], r.Keys[1]
+		if !near(r.GPUHours, b.GPUHours) {
+			t.Errorf("%v: %v GPU-hours, want %v", r.Keys, r.GPUHours, b.GPUHours)
+		}
+		wantList := b.ListCost
+		if region == "eastus" {
+			wantList = r.GPUHours * 5 // 40 USD a machine-hour of 8 GPUs
+		}
+		if !near(r.ListCost, wantList) {
+			t.Errorf("%v: list cost %v, want %v", r.Keys, r.ListCost, wantList)
+		}
+		switch tenant {
+		case "beta":
+			if !near(r.Cost, 2*r.GPUHours) {
+				t.Errorf("%v: cost %v, want the transfer price 2 × %v GPU-hours", r.Keys, r.Cost, r.GPUHours)
+			}
+		case "acme":
+			if region == "westus2" && !near(r.Cost, 0.75*b.Cost) {
+				t.Errorf("%v: cost %v, want 75%% of %v", r.Keys, r.Cost, b.Cost)
+			}
+			if region == "eastus" && !(r.Cost < 0.75*r.ListCost+1e-6) {
+				t.Errorf("%v: cost %v above 75%% of the list cost %v", r.Keys, r.Cost, r.ListCost)
+			}
+		}
+	}
+	out, errOut, code := run(t, append(append([]string{"cost", "export", "-o", "json"}, win...), "--server", planned, "--token", testAdmin)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []meter.FOCUS
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range rows {
+		want := 0.75 * x.ListCost
+		if x.SubAccountId == "beta" {
+			want = x.BilledCost
+		}
+		if !near(x.ContractedCost, want) || x.EffectiveCost != x.BilledCost {
+			t.Errorf("%s: contracted %v (want %v), effective %v, billed %v, list %v", x.ResourceId, x.ContractedCost, want, x.EffectiveCost, x.BilledCost, x.ListCost)
 		}
 	}
 }

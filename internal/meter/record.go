@@ -163,6 +163,8 @@ func ReplicaGPUs(rep workload.Replica, perReplica resource.MilliGPU) resource.Mi
 type Prices struct {
 	Catalog *fleet.Catalog
 	Spot    map[SpotKey]float64
+	// Pricing adds price overrides and the tenants' plans (nil: none).
+	Pricing *Pricing
 }
 
 // SpotKey names a spot price.
@@ -171,20 +173,22 @@ type SpotKey struct {
 	Region string
 }
 
-// Unit returns the unit price charged and the list (on-demand) price, per
-// GPU-hour, of a charge on a machine of sku in region: the spot market's
-// price for spot (the catalog's spot price when the market has none), the
-// catalog's 1-year reserved price on a reservation, on-demand otherwise.
+// Unit returns the rate and the list (on-demand) price, per GPU-hour, of
+// a charge on a machine of sku in region, before any tenant's plan
+// (Quote applies it): the spot market's price for spot (the catalog's
+// spot price when the market has none), the catalog's 1-year reserved
+// price on a reservation, on-demand otherwise; the catalog's prices with
+// the overrides applied.
 func (p Prices) Unit(sku *fleet.SKU, region string, c Charge) (unit, list float64) {
 	if sku == nil || sku.GPUs <= 0 || p.Catalog == nil {
 		return 0, 0
 	}
-	pr := p.Catalog.PriceIn(sku, region)
+	pr := p.machine(sku, region)
 	n := float64(sku.GPUs)
 	list = pr.OnDemand / n
 	switch c {
 	case ChargeSpot:
-		if v, ok := p.Spot[SpotKey{Model: sku.Model, Region: region}]; ok {
+		if v, ok := p.Spot[SpotKey{Model: sku.Model, Region: region}]; ok && !p.spotOverridden(sku.Name, region) {
 			return v, list
 		}
 		return pr.Spot / n, list

@@ -26,9 +26,10 @@ import (
 // of runs no longer running that nothing closed (closeOrphanUsage).
 
 // metering makes the usage records of the runs placed by a plan computed
-// over wd with the cycle's spot prices.
-func metering(wd *world, spotPrices []sched.SpotPrice) store.Metering {
-	prices := meter.Prices{Catalog: wd.Catalog, Spot: make(map[meter.SpotKey]float64, len(spotPrices))}
+// over wd with the cycle's spot prices and the config's pricing (price
+// overrides, the tenants' plans; nil: none).
+func metering(wd *world, spotPrices []sched.SpotPrice, pricing *meter.Pricing) store.Metering {
+	prices := meter.Prices{Catalog: wd.Catalog, Spot: make(map[meter.SpotKey]float64, len(spotPrices)), Pricing: pricing}
 	for _, p := range spotPrices {
 		prices.Spot[meter.SpotKey{Model: p.Model, Region: p.Region}] = p.PerGPUHour
 	}
@@ -62,7 +63,7 @@ func metering(wd *world, spotPrices []sched.SpotPrice) store.Metering {
 				GPUs: meter.ReplicaGPUs(rep, w.Spec.GPUs), Start: a.StartedAt, Charge: charge}
 			if n, ok := wd.Fleet.Node(rep.Node); ok && n.SKU != nil {
 				r.SKU = n.SKU.Name
-				r.UnitPrice, r.ListPrice = prices.Unit(n.SKU, a.Region, charge)
+				r.UnitPrice, r.ListPrice, r.ContractedPrice = prices.Quote(n.SKU, a.Region, charge, r.Path)
 			}
 			out = append(out, r)
 		}

@@ -301,7 +301,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			var res store.Applied
 			err = s.st.Update(ctx, func(tx store.WriteTx) error {
 				var err error
-				res, err = store.ApplyPlanMetered(tx, w.Revision, plan, now, metering(w, in.SpotPrices))
+				res, err = store.ApplyPlanMetered(tx, w.Revision, plan, now, metering(w, in.SpotPrices, s.opts.Pricing))
 				return err
 			})
 			if errors.Is(err, store.ErrConflict) {

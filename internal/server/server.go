@@ -23,6 +23,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/sched"
+	"github.com/arbiterhq/arbiter/internal/meter"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -86,6 +87,14 @@ type Options struct {
 	// prune.go).
 	EventRetention time.Duration
 	EventHistory   int64
+	// UsageRetention keeps the usage records that ended within it: those
+	// closed longer ago are deleted every minute, in transactions of at
+	// most usagePruneBatch records looked at (0: keep every record; see
+	// PruneUsage).
+	UsageRetention time.Duration
+	// Pricing are the price overrides and tenants' price plans the usage
+	// records are priced with (nil: the catalog's prices, list for all).
+	Pricing *meter.Pricing
 	// NotifyWebhook receives policies' notify actions as JSON POSTs
 	// (Notification); empty: they are only recorded as events.
 	NotifyWebhook string

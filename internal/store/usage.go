@@ -398,3 +398,48 @@ func ScanUsageWindowRaw(tx ReadTx, since, until time.Time, fn func(data []byte) 
 type bytesScanner interface {
 	scanRawBytes(k Kind, after string, fn func(key, data []byte) bool)
 }
+
+// PruneUsage deletes, oldest first, the usage records closed before
+// cutoff (a record that ended at or after it, or is still open, is kept
+// whole), looking at the records after key after ("": from the first),
+// at most limit of them, in tx. It returns how many it deleted and the
+// last key it looked at, to go on from in the next transaction ("" when
+// no record before cutoff is left to look at). The totals (the counters)
+// keep the deleted records' use.
+func PruneUsage(tx WriteTx, cutoff time.Time, after string, limit int) (deleted int, last string, err error) {
+	end := usageStartKey(cutoff)
+	var doomed []string
+	seen := 0
+	tx.ScanRaw(KindUsage, "", after, func(k string, data []byte) bool {
+		if k >= end {
+			last = ""
+			return false
+		}
+		var r meter.Record
+		if e := meter.DecodeRecord(data, &r); e != nil {
+			err = fmt.Errorf("store: decoding usage %q: %w", k, e)
+			return false
+		}
+		if !r.Open() && r.End.Before(cutoff) {
+			doomed = append(doomed, k)
+		}
+		seen++
+		last = k
+		return seen < limit
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	if seen < limit {
+		last = "" // the scan reached cutoff or the end
+	}
+	for _, k := range doomed {
+		if err := tx.DeleteRaw(KindUsage, k); err != nil {
+			return 0, "", err
+		}
+		if err := tx.DeleteRaw(KindUsageOpen, k); err != nil {
+			return 0, "", err
+		}
+	}
+	return len(doomed), last, nil
+}
