@@ -28,7 +28,7 @@ func TestPricingOverridesAndPlans(t *testing.T) {
 	base := Prices{Catalog: cat, Spot: map[SpotKey]float64{spotKey: 0.77}}
 	pricing := &Pricing{
 		Overrides: []PriceOverride{
-			{SKU: sku.Name, OnDemand: ptr(80)},                                      // every region
+			{SKU: sku.Name, OnDemand: ptr(80)},                                        // every region
 			{SKU: sku.Name, Region: "eastus", OnDemand: ptr(40), Reserved1Y: ptr(24)}, // eastus wins
 		},
 		Plans: map[string]Plan{

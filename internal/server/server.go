@@ -21,9 +21,9 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/meter"
 	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/sched"
-	"github.com/arbiterhq/arbiter/internal/meter"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
