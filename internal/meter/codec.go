@@ -14,8 +14,9 @@ import (
 // A record's stored form (what the store keeps; the API speaks JSON):
 // the version byte codecV1, then the strings (uvarint length and bytes)
 // Workload, Tenant, Kind, Class, SKU, Model, Region, Node, the path's
-// length and its names, then Replica (uvarint), TenantRev, GPUs, Start
-// and End (varint; End 0 while open, Start and End Unix nanoseconds), a
+// length and its names, then Replica (uvarint), TenantRev, GPUs, Start,
+// End and RunStart (varint Unix nanoseconds; End 0 while open, RunStart 0
+// for a run's first record), a
 // flags byte (1: preemptible), the charge byte and the prices UnitPrice,
 // ListPrice, ContractedPrice (float64 bits, little-endian). About a third
 // of the JSON's size, and a report reads it without allocating
@@ -48,6 +49,11 @@ func AppendRecord(b []byte, r *Record) []byte {
 		end = r.End.UnixNano()
 	}
 	b = binary.AppendVarint(b, end)
+	var run int64
+	if !r.RunStart.IsZero() {
+		run = r.RunStart.UnixNano()
+	}
+	b = binary.AppendVarint(b, run)
 	var flags byte
 	if r.Preemptible {
 		flags |= 1
@@ -70,7 +76,7 @@ type RecordView struct {
 	Replica                               int
 	TenantRev                             int64
 	GPUs                                  resource.MilliGPU
-	Start, End                            int64
+	Start, End, RunStart                  int64
 	Preemptible                           bool
 	Charge                                Charge
 	UnitPrice, ListPrice, ContractedPrice float64
@@ -153,7 +159,7 @@ func (v *RecordView) Decode(data []byte) error {
 	v.Replica = int(min(r.uvarint(), math.MaxInt32))
 	v.TenantRev = r.varint()
 	v.GPUs = resource.MilliGPU(r.varint())
-	v.Start, v.End = r.varint(), r.varint()
+	v.Start, v.End, v.RunStart = r.varint(), r.varint(), r.varint()
 	fc := r.fixed(2)
 	v.Preemptible, v.Charge = fc[0]&1 != 0, Charge(fc[1])
 	v.UnitPrice = math.Float64frombits(binary.LittleEndian.Uint64(r.fixed(8)))
@@ -184,6 +190,9 @@ func (v *RecordView) Record() Record {
 		UnitPrice: v.UnitPrice, ListPrice: v.ListPrice, ContractedPrice: v.ContractedPrice}
 	if v.End != 0 {
 		rec.End = time.Unix(0, v.End).UTC()
+	}
+	if v.RunStart != 0 {
+		rec.RunStart = time.Unix(0, v.RunStart).UTC()
 	}
 	if v.pathLen > 0 {
 		rec.Path = make([]string, 0, v.pathLen)

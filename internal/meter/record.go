@@ -101,7 +101,12 @@ type Record struct {
 	GPUs        resource.MilliGPU `json:"milli_gpus"`
 	Start       time.Time         `json:"start"`
 	End         time.Time         `json:"end,omitzero"` // zero: still running
-	Charge      Charge            `json:"charge"`
+	// RunStart is the start of the run when the record is a later part
+	// of it: a spot run whose price changed is split at the change (the
+	// part before closed, a new record from it at the new price); zero
+	// for a run's first record (its Start is the run's).
+	RunStart time.Time `json:"run_start,omitzero"`
+	Charge   Charge    `json:"charge"`
 	// UnitPrice is the USD per GPU-hour charged (the charge's price under
 	// the tenant's price plan), ListPrice the catalog's on-demand USD per
 	// GPU-hour (overrides applied), ContractedPrice the on-demand price
@@ -120,6 +125,15 @@ func (r *Record) Contracted() float64 {
 		return r.ListPrice
 	}
 	return r.ContractedPrice
+}
+
+// Run is the start of the record's run (RunStart, or Start for its first
+// record).
+func (r *Record) Run() time.Time {
+	if r.RunStart.IsZero() {
+		return r.Start
+	}
+	return r.RunStart
 }
 
 // Open reports whether the record's interval has not ended.

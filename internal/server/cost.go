@@ -3,6 +3,8 @@ package server
 import (
 	"cmp"
 	"context"
+	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -68,6 +70,67 @@ func metering(wd *world, spotPrices []sched.SpotPrice, pricing *meter.Pricing) s
 			out = append(out, r)
 		}
 		return out
+	}
+}
+
+// repriceSpot splits, at now, each open spot record whose unit price is
+// no longer the one in force (the cycle's spot market, the config's
+// pricing): the part before now keeps the price it started with, the new
+// record from now has the new price (store.SplitUsage, one transaction).
+// It looks at the open records only when the spot prices differ from the
+// last cycle's (and once after a start).
+func (s *Server) repriceSpot(ctx context.Context, wd *world, spotPrices []sched.SpotPrice, now time.Time) {
+	cur := make(map[meter.SpotKey]float64, len(spotPrices))
+	for _, p := range spotPrices {
+		cur[meter.SpotKey{Model: p.Model, Region: p.Region}] = p.PerGPUHour
+	}
+	s.spotMu.Lock()
+	defer s.spotMu.Unlock()
+	if s.spotSeen && maps.Equal(cur, s.spotLast) {
+		return
+	}
+	prices := meter.Prices{Catalog: wd.Catalog, Spot: cur, Pricing: s.opts.Pricing}
+	n := 0
+	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+		n = 0
+		var runs []string
+		if err := store.OpenUsage(tx, func(k, _ string, _ time.Time) bool { runs = append(runs, k); return true }); err != nil {
+			return err
+		}
+		for _, run := range runs {
+			split, err := store.SplitUsage(tx, run, now, func(r *meter.Record) bool {
+				if r.Charge != meter.ChargeSpot || wd.Catalog == nil {
+					return false
+				}
+				sku, ok := wd.Catalog.SKU(r.SKU)
+				if !ok {
+					return false
+				}
+				unit, list, contracted := prices.Quote(sku, r.Region, r.Charge, r.Path)
+				if math.Abs(unit-r.UnitPrice) < 1e-12 {
+					return false
+				}
+				r.UnitPrice, r.ListPrice, r.ContractedPrice = unit, list, contracted
+				return true
+			})
+			if err != nil {
+				return err
+			}
+			if split {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("metering: repricing spot records", "err", err)
+		}
+		return
+	}
+	s.spotSeen, s.spotLast = true, cur
+	if n > 0 {
+		s.log.Info("metering: spot price changed, records split", "records", n)
 	}
 }
 

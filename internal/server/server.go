@@ -124,13 +124,18 @@ type Options struct {
 // Server is the control plane: the HTTP API and the scheduler loop over a
 // Store. Create it with New, serve Handler, run Run.
 type Server struct {
-	opts  Options
-	st    store.Store
-	log   *slog.Logger
-	now   func() time.Time
-	cat   atomic.Pointer[fleet.Catalog]
-	kick  chan struct{}
-	ready atomic.Bool
+	opts Options
+	st   store.Store
+	log  *slog.Logger
+	now  func() time.Time
+	cat  atomic.Pointer[fleet.Catalog]
+	// spotLast are the spot prices the open spot records were last priced
+	// at (repriceSpot); spotSeen: since the start.
+	spotMu   sync.Mutex
+	spotLast map[meter.SpotKey]float64
+	spotSeen bool
+	kick     chan struct{}
+	ready    atomic.Bool
 	// lagging: this follower's copy of the store is behind (ha.go).
 	lagging atomic.Bool
 	// bindIdle: the last attempt to bind approaching reservations that

@@ -19,7 +19,9 @@ import (
 //
 //   - KindUsage: one record per replica of each run, keyed by
 //     UsageKey(start, workload, replica), so that keys sort by start time;
-//   - KindUsageOpen: the keys of the records not yet ended, so that
+//   - KindUsageOpen: per run still open, keyed by its first record's
+//     key, the key of its open record (a spot run is split where its
+//     price changed: SplitUsage), so that
 //     closing the runs that are no longer running reads only those.
 //
 // A record is opened by the ApplyPlanMetered transaction that places the
@@ -62,20 +64,38 @@ func splitUsageKey(k string) (start time.Time, wkey string, replica int, err err
 }
 
 // PutUsage writes a usage record in its stored form (meter.AppendRecord)
-// and its open-index entry while open; a closed one may lengthen the
-// longest closed span (usageLongest).
+// and, while it is open, its run's open-index entry (the run's key, its
+// first record's, pointing at this record's key); a closed one may
+// lengthen the longest closed span (usageLongest).
 func PutUsage(tx WriteTx, r *meter.Record) error {
 	k := UsageKey(r.Start, r.Workload, r.Replica)
+	run := UsageKey(r.Run(), r.Workload, r.Replica)
+	if err := startSpans(tx); err != nil {
+		return err
+	}
 	if err := tx.PutRaw(KindUsage, k, meter.AppendRecord(nil, r)); err != nil {
 		return err
 	}
 	if r.Open() {
-		return tx.PutRaw(KindUsageOpen, k, []byte{1})
+		return tx.PutRaw(KindUsageOpen, run, []byte(k))
 	}
-	if err := noteSpan(tx, k, r.End.Sub(r.Start)); err != nil {
+	if err := noteSpan(tx, r.End.Sub(r.Start)); err != nil {
 		return err
 	}
-	return tx.DeleteRaw(KindUsageOpen, k)
+	if cur, ok := tx.GetRaw(KindUsageOpen, run); ok && openSegment(run, cur) != k {
+		return nil // the run goes on in a later record
+	}
+	return tx.DeleteRaw(KindUsageOpen, run)
+}
+
+// openSegment is the key of the open record of the run keyed run, from
+// its open-index value (the record's key; written as 1 before runs were
+// split: the run's key itself).
+func openSegment(run string, v []byte) string {
+	if len(v) <= 1 {
+		return run
+	}
+	return string(v)
 }
 
 // longestKey is where KindUsageTotals keeps the longest span (end −
@@ -99,39 +119,57 @@ func usageLongest(tx ReadTx) (time.Duration, bool) {
 	return time.Duration(binary.BigEndian.Uint64(v)), true
 }
 
-// noteSpan lengthens the longest closed span to d where it is longer. The
-// first note of a store that already had other records (written before
-// spans were noted) makes it unbounded.
-func noteSpan(tx WriteTx, k string, d time.Duration) error {
-	cur, ok := usageLongest(tx)
-	if !ok {
-		tx.ScanRaw(KindUsage, "", "", func(first string, _ []byte) bool {
-			if first != k {
-				d = unbounded
-			}
-			return false
-		})
-	} else if d <= cur {
+// startSpans notes a longest span of 0 in a store that has no record
+// yet, or an unbounded one in a store whose records were written before
+// spans were noted (so that every report reads all of them).
+func startSpans(tx WriteTx) error {
+	if _, ok := usageLongest(tx); ok {
 		return nil
 	}
+	d := time.Duration(0)
+	tx.ScanRaw(KindUsage, "", "", func(string, []byte) bool { d = unbounded; return false })
 	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(max(d, 0)))
+	binary.BigEndian.PutUint64(b[:], uint64(d))
 	return tx.PutRaw(KindUsageTotals, longestKey, b[:])
 }
 
-// closeUsage ends the open record under k at now; a record that is
-// absent (written before metering) or already closed is left alone.
-func closeUsage(tx WriteTx, k string, now time.Time) (bool, error) {
-	data, ok := tx.GetRaw(KindUsage, k)
-	if !ok {
-		return false, tx.DeleteRaw(KindUsageOpen, k)
+// noteSpan lengthens the longest closed span to d where it is longer.
+func noteSpan(tx WriteTx, d time.Duration) error {
+	if cur, _ := usageLongest(tx); d <= cur {
+		return nil
 	}
-	var r meter.Record
-	if err := meter.DecodeRecord(data, &r); err != nil {
-		return false, fmt.Errorf("store: decoding usage %q: %w", k, err)
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(d))
+	return tx.PutRaw(KindUsageTotals, longestKey, b[:])
+}
+
+// openRecord returns the open record of the run keyed run and its key;
+// ok false (and the run's open-index entry deleted) when the run has none
+// open (never metered, or closed).
+func openRecord(tx WriteTx, run string) (r meter.Record, k string, ok bool, err error) {
+	v, indexed := tx.GetRaw(KindUsageOpen, run)
+	k = run
+	if indexed {
+		k = openSegment(run, v)
 	}
-	if !r.Open() {
-		return false, tx.DeleteRaw(KindUsageOpen, k)
+	data, found := tx.GetRaw(KindUsage, k)
+	if found {
+		if err := meter.DecodeRecord(data, &r); err != nil {
+			return r, k, false, fmt.Errorf("store: decoding usage %q: %w", k, err)
+		}
+	}
+	if !found || !r.Open() {
+		return r, k, false, tx.DeleteRaw(KindUsageOpen, run)
+	}
+	return r, k, true, nil
+}
+
+// closeUsage ends the open record of the run keyed run at now; a run
+// without one (written before metering, or already closed) is left alone.
+func closeUsage(tx WriteTx, run string, now time.Time) (bool, error) {
+	r, _, ok, err := openRecord(tx, run)
+	if err != nil || !ok {
+		return false, err
 	}
 	r.End = now
 	if r.End.Before(r.Start) {
@@ -200,7 +238,8 @@ func UsageTotals(tx ReadTx, now time.Time) ([]UsageTotal, error) {
 		t.GPUHours, t.Cost = readUsageTotal(tx, k)
 		return true
 	})
-	tx.ScanRaw(KindUsageOpen, "", "", func(k string, _ []byte) bool {
+	tx.ScanRaw(KindUsageOpen, "", "", func(run string, v []byte) bool {
+		k := openSegment(run, v)
 		data, ok := tx.GetRaw(KindUsage, k)
 		if !ok {
 			return true
@@ -383,12 +422,15 @@ func ScanUsageWindowRaw(tx ReadTx, since, until time.Time, fn func(data []byte) 
 	if !more || from == "" {
 		return
 	}
-	tx.ScanRaw(KindUsageOpen, "", "", func(k string, _ []byte) bool {
-		if k >= from {
+	tx.ScanRaw(KindUsageOpen, "", "", func(run string, v []byte) bool {
+		if run >= from {
 			return false
 		}
-		if data, ok := tx.GetRaw(KindUsage, k); ok {
-			return fn(data)
+		// A run's later record started from `from` on was read above.
+		if k := openSegment(run, v); k < from {
+			if data, ok := tx.GetRaw(KindUsage, k); ok {
+				return fn(data)
+			}
 		}
 		return true
 	})
@@ -437,9 +479,33 @@ func PruneUsage(tx WriteTx, cutoff time.Time, after string, limit int) (deleted 
 		if err := tx.DeleteRaw(KindUsage, k); err != nil {
 			return 0, "", err
 		}
-		if err := tx.DeleteRaw(KindUsageOpen, k); err != nil {
-			return 0, "", err
-		}
 	}
 	return len(doomed), last, nil
+}
+
+// SplitUsage ends the open record of the run keyed run at at and opens
+// the run's next record from at, in tx, when reprice, given that next
+// record (a copy from at), sets new prices on it and returns true: a run
+// whose price changed is charged each price for its own part. It returns
+// false, changing nothing, when reprice does, when the run has no open
+// record, or when that record started at or after at.
+func SplitUsage(tx WriteTx, run string, at time.Time, reprice func(next *meter.Record) bool) (bool, error) {
+	r, _, ok, err := openRecord(tx, run)
+	if err != nil || !ok || !r.Start.Before(at) {
+		return false, err
+	}
+	next := r
+	next.Path = slices.Clone(r.Path)
+	next.Start, next.RunStart = at, r.Run()
+	if !reprice(&next) {
+		return false, nil
+	}
+	r.End = at
+	if err := addUsageTotal(tx, &r); err != nil {
+		return false, err
+	}
+	if err := PutUsage(tx, &r); err != nil {
+		return false, err
+	}
+	return true, PutUsage(tx, &next)
 }

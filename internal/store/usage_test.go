@@ -247,3 +247,95 @@ func testScanUsageWindow(t *testing.T, st testStore, oldJSON bool) {
 		}
 	}
 }
+
+// TestSplitUsage: a run split twice has three contiguous records, one
+// open index entry pointing at the last, CloseRun closes that last one,
+// and window scans find each part once (the open part through the open
+// index when it started before the scan's first key). On both stores.
+func TestSplitUsage(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st testStore, _ func() testStore) {
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		day := 24 * time.Hour
+		w := &Workload{Tenant: "t", State: StateRunning, Spec: workload.Spec{Name: "spot", Replicas: 1, GPUs: 1000},
+			Running: &workload.Assignment{StartedAt: t0, Replicas: []workload.Replica{{Node: "n1", GPUs: []int{0}, Milli: 1000}}}}
+		run := UsageKey(t0, "t/spot", 0)
+		price := 1.0
+		reprice := func(r *meter.Record) bool { price++; r.UnitPrice = price; return true }
+		err := st.Update(ctx, func(tx WriteTx) error {
+			r := usageRecord("t", "spot", 0, t0)
+			r.GPUs, r.UnitPrice = 1000, 1
+			if err := PutUsage(tx, &r); err != nil {
+				return err
+			}
+			short := usageRecord("t", "short", 0, t0.Add(10*day)) // a short closed record: the longest span is an hour
+			short.End = short.Start.Add(time.Hour)
+			if err := PutUsage(tx, &short); err != nil {
+				return err
+			}
+			for _, at := range []time.Duration{8 * day, 9 * day} {
+				if ok, err := SplitUsage(tx, run, t0.Add(at), reprice); err != nil || !ok {
+					return fmt.Errorf("split at %v: %v %v", at, ok, err)
+				}
+			}
+			if ok, err := SplitUsage(tx, run, t0.Add(9*day), reprice); ok || err != nil { // not after the open part's start
+				return fmt.Errorf("split again at the same time: %v %v", ok, err)
+			}
+			if ok, _ := SplitUsage(tx, run, t0.Add(9*day+time.Hour), func(*meter.Record) bool { return false }); ok {
+				return fmt.Errorf("split though reprice declined")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		visits := func(since, until time.Duration) map[float64]int {
+			got := map[float64]int{}
+			st.View(ctx, func(tx ReadTx) error {
+				return ScanUsageWindow(tx, t0.Add(since), t0.Add(until), func(v *meter.RecordView) bool {
+					if string(v.Workload) == "t/spot" {
+						got[v.UnitPrice]++
+					}
+					return true
+				})
+			})
+			return got
+		}
+		if d := cmp.Diff(map[float64]int{1: 1, 2: 1, 3: 1}, visits(0, 20*day)); d != "" {
+			t.Errorf("whole window (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff(map[float64]int{3: 1}, visits(12*day, 13*day)); d != "" {
+			t.Errorf("late window, the open part only (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff(map[float64]int{1: 1}, visits(7*day, 7*day+time.Hour)); d != "" {
+			t.Errorf("window in the first part (-want +got):\n%s", d)
+		}
+		end := t0.Add(11 * day)
+		err = st.Update(ctx, func(tx WriteTx) error { return CloseRun(tx, w, end) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []meter.Record
+		open := 0
+		var totals []UsageTotal
+		st.View(ctx, func(tx ReadTx) error {
+			ScanUsage(tx, "", end, func(_ string, r *meter.Record) bool {
+				if r.Workload == "t/spot" {
+					parts = append(parts, *r)
+				}
+				return true
+			})
+			OpenUsage(tx, func(string, string, time.Time) bool { open++; return true })
+			totals, _ = UsageTotals(tx, end)
+			return nil
+		})
+		if len(parts) != 3 || open != 0 || !parts[2].End.Equal(end) || !parts[1].Start.Equal(parts[0].End) || !parts[2].RunStart.Equal(t0) {
+			t.Errorf("after CloseRun: %d open, parts %+v", open, parts)
+		}
+		// 8 days at 1, 1 at 2, 2 at 3 (1 GPU); the short record was
+		// written closed (not closed here): it is in no total.
+		want := 24.0 * (8*1 + 1*2 + 2*3)
+		if len(totals) != 1 || totals[0].Cost < want-1e-6 || totals[0].Cost > want+1e-6 {
+			t.Errorf("totals %+v, want cost %v", totals, want)
+		}
+	})
+}
