@@ -403,8 +403,9 @@ func ScanUsageWindowRaw(tx ReadTx, since, until time.Time, fn func(data []byte) 
 	// after is exclusive: from (a bare time, which no record's key is)
 	// seeks to the first record started at or after it.
 	if bs, ok := tx.(bytesScanner); ok {
+		n := len(end) // a bare time: a key's first 16 bytes decide
 		bs.scanRawBytes(KindUsage, from, func(k, data []byte) bool {
-			if string(k) >= end {
+			if len(k) >= n && string(k[:n]) >= end || len(k) < n && string(k) >= end {
 				return false
 			}
 			more = fn(data)
