@@ -73,12 +73,19 @@ func metering(wd *world, spotPrices []sched.SpotPrice, pricing *meter.Pricing) s
 	}
 }
 
-// repriceSpot splits, at now, each open spot record whose unit price is
-// no longer the one in force (the cycle's spot market, the config's
-// pricing): the part before now keeps the price it started with, the new
-// record from now has the new price (store.SplitUsage, one transaction).
-// It looks at the open records only when the spot prices differ from the
-// last cycle's (and once after a start).
+// spotSegment is the least a spot record runs before a price change
+// splits it: the live market's price moves every minute, and a record a
+// minute would be 1,440 a day per replica; so at most one an hour, each
+// at the price in force at its start.
+const spotSegment = time.Hour
+
+// repriceSpot splits, at now, each open spot record at least spotSegment
+// old whose unit price is no longer the one in force (the cycle's spot
+// market, the config's pricing): the part before now keeps the price it
+// started with, the new record from now has the new price
+// (store.SplitUsage, one transaction). It looks at the open records when
+// the spot prices differ from the last cycle's, once after a start, and
+// while a record that differs is not yet spotSegment old.
 func (s *Server) repriceSpot(ctx context.Context, wd *world, spotPrices []sched.SpotPrice, now time.Time) {
 	cur := make(map[meter.SpotKey]float64, len(spotPrices))
 	for _, p := range spotPrices {
@@ -90,15 +97,15 @@ func (s *Server) repriceSpot(ctx context.Context, wd *world, spotPrices []sched.
 		return
 	}
 	prices := meter.Prices{Catalog: wd.Catalog, Spot: cur, Pricing: s.opts.Pricing}
-	n := 0
+	n, deferred := 0, false
 	err := s.st.Update(ctx, func(tx store.WriteTx) error {
-		n = 0
+		n, deferred = 0, false
 		var runs []string
 		if err := store.OpenUsage(tx, func(k, _ string, _ time.Time) bool { runs = append(runs, k); return true }); err != nil {
 			return err
 		}
 		for _, run := range runs {
-			split, err := store.SplitUsage(tx, run, now, func(r *meter.Record) bool {
+			split, err := store.SplitUsage(tx, run, now, func(prev, r *meter.Record) bool {
 				if r.Charge != meter.ChargeSpot || wd.Catalog == nil {
 					return false
 				}
@@ -108,6 +115,10 @@ func (s *Server) repriceSpot(ctx context.Context, wd *world, spotPrices []sched.
 				}
 				unit, list, contracted := prices.Quote(sku, r.Region, r.Charge, r.Path)
 				if math.Abs(unit-r.UnitPrice) < 1e-12 {
+					return false
+				}
+				if r.Start.Sub(prev.Start) < spotSegment { // r starts now; prev is the open record
+					deferred = true
 					return false
 				}
 				r.UnitPrice, r.ListPrice, r.ContractedPrice = unit, list, contracted
@@ -128,7 +139,7 @@ func (s *Server) repriceSpot(ctx context.Context, wd *world, spotPrices []sched.
 		}
 		return
 	}
-	s.spotSeen, s.spotLast = true, cur
+	s.spotSeen, s.spotLast = !deferred, cur
 	if n > 0 {
 		s.log.Info("metering: spot price changed, records split", "records", n)
 	}

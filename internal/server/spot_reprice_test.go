@@ -97,3 +97,52 @@ func TestSpotPriceChangeSplitsRecords(t *testing.T) {
 		t.Errorf("%d open runs, want steady's", open)
 	}
 }
+
+// TestSpotSplitWaitsForTheHour: a spot record is split at most an hour
+// after it started (spotSegment: the market moves every minute): a price
+// change half an hour in does not split it then, but the first cycle
+// once it is an hour old does, though the prices did not change again,
+// and the new record has the price in force then.
+func TestSpotSplitWaitsForTheHour(t *testing.T) {
+	tc := newTestClock()
+	h := newHarness(t, testConfig, Options{Clock: tc.Now, RateLimit: -1})
+	c := h.tenant("fabrikam")
+	w := spec("rich", 1, 1)
+	w.Priority, w.MaxPrice = "spot", 50
+	if _, err := c.Submit(h.ctx, "fabrikam", w); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Cycle(h.ctx)
+	t0 := tc.Now()
+	parts := func() []meter.Record {
+		var out []meter.Record
+		h.st.View(h.ctx, func(tx store.ReadTx) error {
+			return store.ScanUsage(tx, "", tc.Now().Add(time.Hour), func(_ string, r *meter.Record) bool {
+				out = append(out, *r)
+				return true
+			})
+		})
+		return out
+	}
+	tc.Advance(30 * time.Minute)
+	rules := `policies:
+  - name: surge
+    when: {metric: utilization, of: cluster, above: 0%}
+    then:
+      - {type: set_spot_price, target: region:eastus, price: $5/h}
+`
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "spot", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
+	h.s.Cycle(h.ctx)
+	if p := parts(); len(p) != 1 || p[0].UnitPrice == 5 {
+		t.Fatalf("half an hour in: %+v, want the one record at its first price", p)
+	}
+	tc.Advance(30 * time.Minute)
+	h.s.Cycle(h.ctx)
+	p := parts()
+	if len(p) != 2 || !p[0].End.Equal(t0.Add(time.Hour)) || !p[1].Start.Equal(t0.Add(time.Hour)) || p[1].UnitPrice != 5 || !p[1].Open() {
+		t.Fatalf("an hour in: %+v, want the record split at %v, the open part at 5", p, t0.Add(time.Hour))
+	}
+}

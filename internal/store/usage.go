@@ -485,12 +485,13 @@ func PruneUsage(tx WriteTx, cutoff time.Time, after string, limit int) (deleted 
 }
 
 // SplitUsage ends the open record of the run keyed run at at and opens
-// the run's next record from at, in tx, when reprice, given that next
-// record (a copy from at), sets new prices on it and returns true: a run
-// whose price changed is charged each price for its own part. It returns
-// false, changing nothing, when reprice does, when the run has no open
-// record, or when that record started at or after at.
-func SplitUsage(tx WriteTx, run string, at time.Time, reprice func(next *meter.Record) bool) (bool, error) {
+// the run's next record from at, in tx, when reprice, given the open
+// record (cur, not to be changed) and that next record (a copy of it from
+// at), sets new prices on next and returns true: a run whose price
+// changed is charged each price for its own part. It returns false,
+// changing nothing, when reprice does, when the run has no open record,
+// or when that record started at or after at.
+func SplitUsage(tx WriteTx, run string, at time.Time, reprice func(cur, next *meter.Record) bool) (bool, error) {
 	r, _, ok, err := openRecord(tx, run)
 	if err != nil || !ok || !r.Start.Before(at) {
 		return false, err
@@ -498,7 +499,7 @@ func SplitUsage(tx WriteTx, run string, at time.Time, reprice func(next *meter.R
 	next := r
 	next.Path = slices.Clone(r.Path)
 	next.Start, next.RunStart = at, r.Run()
-	if !reprice(&next) {
+	if !reprice(&r, &next) {
 		return false, nil
 	}
 	r.End = at

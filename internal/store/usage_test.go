@@ -260,7 +260,7 @@ func TestSplitUsage(t *testing.T) {
 			Running: &workload.Assignment{StartedAt: t0, Replicas: []workload.Replica{{Node: "n1", GPUs: []int{0}, Milli: 1000}}}}
 		run := UsageKey(t0, "t/spot", 0)
 		price := 1.0
-		reprice := func(r *meter.Record) bool { price++; r.UnitPrice = price; return true }
+		reprice := func(_, r *meter.Record) bool { price++; r.UnitPrice = price; return true }
 		err := st.Update(ctx, func(tx WriteTx) error {
 			r := usageRecord("t", "spot", 0, t0)
 			r.GPUs, r.UnitPrice = 1000, 1
@@ -280,7 +280,7 @@ func TestSplitUsage(t *testing.T) {
 			if ok, err := SplitUsage(tx, run, t0.Add(9*day), reprice); ok || err != nil { // not after the open part's start
 				return fmt.Errorf("split again at the same time: %v %v", ok, err)
 			}
-			if ok, _ := SplitUsage(tx, run, t0.Add(9*day+time.Hour), func(*meter.Record) bool { return false }); ok {
+			if ok, _ := SplitUsage(tx, run, t0.Add(9*day+time.Hour), func(_, _ *meter.Record) bool { return false }); ok {
 				return fmt.Errorf("split though reprice declined")
 			}
 			return nil
