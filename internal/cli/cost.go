@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,19 +31,27 @@ func newCostCmd() *cobra.Command {
 		Long: `Sum the usage records over [--since, --until) by the dimensions of --group-by
 (tenant, kind, region, sku, model, charge, class, workload; default tenant):
 GPU-hours, cost at the unit prices in force when each run started, and the
-list (on-demand) cost, with a TOTAL row. The admin sees every tenant (one
-with --tenant); a tenant token its own.`,
+list (on-demand) cost, with a TOTAL row. The server sums the records
+(GET /v1/cost-report). The admin sees every tenant (one tenant's subtree
+with --tenant); a tenant token its own subtree.`,
 		Args: cobra.NoArgs,
 		RunE: costRun(&c, []string{"table", "csv", "json"}, func(ctx context.Context, cl *client.Client, out io.Writer, format string) error {
 			by, err := meter.ParseGroupBy("--group-by", groupBy)
 			if err != nil {
 				return err
 			}
-			from, to, recs, err := c.usage(ctx, cl, since, until)
+			from, to, err := window2(since, until)
 			if err != nil {
 				return err
 			}
-			rep := meter.Aggregate(recs, from, to, by)
+			dims := make([]string, len(by))
+			for i, d := range by {
+				dims[i] = d.String()
+			}
+			rep, err := cl.CostReport(ctx, from, to, strings.Join(dims, ","), c.givenTenant())
+			if err != nil {
+				return err
+			}
 			switch format {
 			case "csv":
 				return rep.WriteCSV(out)
@@ -113,20 +122,28 @@ func joinOr(xs []string) string {
 	return out + " or " + xs[len(xs)-1]
 }
 
-// usage reads the window's records (the --tenant's only, when given).
-func (c *conn) usage(ctx context.Context, cl *client.Client, since, until string) (from, to time.Time, recs []meter.Record, err error) {
+// window2 reads --since and --until.
+func window2(since, until string) (from, to time.Time, err error) {
 	now := time.Now()
 	to = now
 	if until != "" {
 		if to, err = meter.ParseTime("--until", until, now); err != nil {
-			return from, to, nil, err
+			return from, to, err
 		}
 	}
 	if from, err = meter.ParseTime("--since", since, now); err != nil {
-		return from, to, nil, err
+		return from, to, err
 	}
 	if err = meter.Window(from, to); err != nil {
-		return from, to, nil, fmt.Errorf("--since: %w", err)
+		return from, to, fmt.Errorf("--since: %w", err)
+	}
+	return from, to, nil
+}
+
+// usage reads the window's records (the --tenant's only, when given).
+func (c *conn) usage(ctx context.Context, cl *client.Client, since, until string) (from, to time.Time, recs []meter.Record, err error) {
+	if from, to, err = window2(since, until); err != nil {
+		return from, to, nil, err
 	}
 	if recs, err = cl.UsageRecords(ctx, from, to); err != nil {
 		return from, to, nil, err

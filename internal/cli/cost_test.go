@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/meter"
 	"github.com/arbiterhq/arbiter/internal/server"
 )
@@ -83,8 +85,16 @@ var costT0 = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
 // 8 on its reservation; beta runs spot work and inference.
 func costServer(t *testing.T) (url string, s *server.Server, clk *costClock) {
 	t.Helper()
+	return costServerWith(t, costWorld, server.Options{})
+}
+
+// costServerWith is costServer on world with options o (its clock
+// replaced).
+func costServerWith(t *testing.T, world string, o server.Options) (url string, s *server.Server, clk *costClock) {
+	t.Helper()
 	clk = &costClock{now: costT0}
-	s, _, url = seededServerWith(t, costWorld, server.Options{Clock: clk.Now})
+	o.Clock = clk.Now
+	s, _, url = seededServerWith(t, world, o)
 	ctx := context.Background()
 	admin := client.New(url, testAdmin)
 	must := func(err error) {
@@ -176,7 +186,8 @@ func TestCostReportGolden(t *testing.T) {
 func near(a, b float64) bool { d := a - b; return d < 1e-6 && d > -1e-6 }
 
 // TestCostTenantIsolationAndBadInput: a tenant's report and export show
-// its own records only; bad --since, --until, --group-by and -o values
+// its own records only (the report: its subtree's, so the parent org sees
+// both children and the same totals as the admin); bad --since, --until, --group-by and -o values
 // are refused naming the flag, as are the API's bad since and until.
 func TestCostTenantIsolationAndBadInput(t *testing.T) {
 	url, _, _ := costServer(t)
@@ -195,8 +206,14 @@ func TestCostTenantIsolationAndBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 3 { // header, spotty, serve
-		t.Errorf("beta's export has %d rows, want a header and 2:\n%s", len(rows), out)
+	// serve's record and spotty's, split where the spot market's price
+	// changed (docs/cost.md, "Spot prices as they change").
+	ids := map[string]bool{}
+	for _, r := range rows[1:] {
+		ids[r[slices.Index(rows[0], "ResourceId")]] = true
+	}
+	if len(rows) < 3 || len(ids) != 2 || !ids["beta/serve/0"] || !ids["beta/spotty/0"] {
+		t.Errorf("beta's export has records of %v, want beta/serve/0 and beta/spotty/0:\n%s", ids, out)
 	}
 	if strings.Contains(out, "acme") {
 		t.Errorf("beta's export shows acme's records:\n%s", out)
@@ -211,7 +228,33 @@ func TestCostTenantIsolationAndBadInput(t *testing.T) {
 	if strings.Contains(out, "acme") {
 		t.Errorf("beta with --tenant acme sees acme:\n%s", out)
 	}
+	// Nor does naming its parent: beta's token asking for org's subtree
+	// gets nothing (org is not in beta's subtree).
+	out, errOut, code = run(t, append(append([]string{"cost", "report", "--tenant", "org", "-o", "csv"}, win...), beta...)...)
+	if code != 0 || strings.Contains(out, "acme") || strings.Contains(out, "beta") {
+		t.Errorf("beta with --tenant org (exit %d, %s):\n%s", code, errOut, out)
+	}
+	// The parent's token sees its subtree: both children, and the same
+	// totals as the admin's report.
+	orgTok, err := admin.CreateToken(context.Background(), "org", "cost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := []string{"--server", url, "--token", orgTok.Secret}
 	adminConn := []string{"--server", url, "--token", testAdmin}
+	orgOut, errOut, code := run(t, append(append([]string{"cost", "report", "--group-by", "tenant"}, win...), org...)...)
+	if code != 0 || !strings.Contains(orgOut, "acme") || !strings.Contains(orgOut, "beta") {
+		t.Errorf("org's report (exit %d, %s):\n%s", code, errOut, orgOut)
+	}
+	adminOut, _, _ := run(t, append(append([]string{"cost", "report", "--group-by", "tenant"}, win...), adminConn...)...)
+	if orgOut != adminOut {
+		t.Errorf("org's report differs from the admin's:\n%s\nadmin:\n%s", orgOut, adminOut)
+	}
+	// The admin's --tenant acme: acme's subtree only.
+	out, _, _ = run(t, append(append([]string{"cost", "report", "--tenant", "acme"}, win...), adminConn...)...)
+	if !strings.Contains(out, "acme") || strings.Contains(out, "beta") {
+		t.Errorf("admin with --tenant acme:\n%s", out)
+	}
 	for _, c := range []struct {
 		args []string
 		flag string
@@ -235,6 +278,98 @@ func TestCostTenantIsolationAndBadInput(t *testing.T) {
 		ae, ok := err.(*api.Error)
 		if !ok || ae.Status != 400 || ae.Field != q.field {
 			t.Errorf("GET /v1/usage-records?%s: %v, want 400 naming %s", q.query, err, q.field)
+		}
+	}
+	for _, q := range []struct{ query, field string }{{"since=soon", "since"}, {"until=3x", "until"}, {"group_by=colour", "group_by"},
+		{"group_by=tenant,tenant", "group_by"}, {"tenant=../x", "tenant"}, {"tenant=" + strings.Repeat("a", 300), "tenant"}} {
+		err := admin.Do(context.Background(), "GET", "/v1/cost-report?"+q.query, nil, nil)
+		ae, ok := err.(*api.Error)
+		if !ok || ae.Status != 400 || ae.Field != q.field {
+			t.Errorf("GET /v1/cost-report?%s: %v, want 400 naming %s", q.query, err, q.field)
+		}
+	}
+}
+
+// TestCostReportPricePlans: the same day of work on a server whose config
+// has a metering section: org's 25% discount covers acme (its child), beta
+// pays a flat transfer price, and an override raises the eastus on-demand
+// price of the A100 SKU. The report's list cost follows the override,
+// acme's cost is a quarter off its charges' prices, beta's is the
+// transfer price times its GPU-hours; the FOCUS export's contracted cost
+// is the discounted list cost.
+func TestCostReportPricePlans(t *testing.T) {
+	world := costWorld + `metering:
+  prices:
+    - {sku: Standard_ND96amsr_A100_v4, region: eastus, on_demand: 40}
+  plans:
+    - {tenant: org, discount: 25%}
+    - {tenant: beta, transfer_price: 2}
+`
+	cfg, err := config.Parse("world.yaml", []byte(world))
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, _, _ := costServerWith(t, world, server.Options{Pricing: cfg.Metering.Pricing})
+	plain, _, _ := costServer(t)
+	win := []string{"--since", costT0.Format(time.RFC3339), "--until", costT0.Add(5 * time.Hour).Format(time.RFC3339)}
+	report := func(url, by string) meter.Report {
+		t.Helper()
+		out, errOut, code := run(t, append(append([]string{"cost", "report", "--group-by", by, "-o", "json"}, win...), "--server", url, "--token", testAdmin)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var rep meter.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	got, base := report(planned, "tenant,region"), report(plain, "tenant,region")
+	if len(got.Rows) != len(base.Rows) {
+		t.Fatalf("%d rows, want %d", len(got.Rows), len(base.Rows))
+	}
+	for i, r := range got.Rows {
+		b := base.Rows[i]
+		tenant, region := r.Keys[0], r.Keys[1]
+		if !near(r.GPUHours, b.GPUHours) {
+			t.Errorf("%v: %v GPU-hours, want %v", r.Keys, r.GPUHours, b.GPUHours)
+		}
+		wantList := b.ListCost
+		if region == "eastus" {
+			wantList = r.GPUHours * 5 // 40 USD a machine-hour of 8 GPUs
+		}
+		if !near(r.ListCost, wantList) {
+			t.Errorf("%v: list cost %v, want %v", r.Keys, r.ListCost, wantList)
+		}
+		switch tenant {
+		case "beta":
+			if !near(r.Cost, 2*r.GPUHours) {
+				t.Errorf("%v: cost %v, want the transfer price 2 × %v GPU-hours", r.Keys, r.Cost, r.GPUHours)
+			}
+		case "acme":
+			if region == "westus2" && !near(r.Cost, 0.75*b.Cost) {
+				t.Errorf("%v: cost %v, want 75%% of %v", r.Keys, r.Cost, b.Cost)
+			}
+			if region == "eastus" && !(r.Cost < 0.75*r.ListCost+1e-6) {
+				t.Errorf("%v: cost %v above 75%% of the list cost %v", r.Keys, r.Cost, r.ListCost)
+			}
+		}
+	}
+	out, errOut, code := run(t, append(append([]string{"cost", "export", "-o", "json"}, win...), "--server", planned, "--token", testAdmin)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []meter.FOCUS
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range rows {
+		want := 0.75 * x.ListCost
+		if x.SubAccountId == "beta" {
+			want = x.BilledCost
+		}
+		if !near(x.ContractedCost, want) || x.EffectiveCost != x.BilledCost {
+			t.Errorf("%s: contracted %v (want %v), effective %v, billed %v, list %v", x.ResourceId, x.ContractedCost, want, x.EffectiveCost, x.BilledCost, x.ListCost)
 		}
 	}
 }

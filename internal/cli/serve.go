@@ -223,7 +223,11 @@ func runServe(ctx context.Context, f serveFlags) error {
 		}
 	}
 	scheduling := schedulingOf(cfg)
-	s, err := server.New(ctx, server.Options{Limits: limits, Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
+	var metering config.Metering
+	if cfg != nil {
+		metering = cfg.Metering
+	}
+	s, err := server.New(ctx, server.Options{Limits: limits, Store: st, AdminToken: admin, Interval: f.interval, PolicyInterval: f.policyInterval, NodeLostAfter: f.nodeLostAfter, SpotNotice: f.spotNotice, EventRetention: f.eventRetention, EventHistory: f.eventHistory, UsageRetention: metering.Retention, Pricing: metering.Pricing, RateLimit: f.rateLimit, SourceRateLimit: f.rateLimitPerSource, MetricsListen: f.metricsListen, Logger: log,
 		AlertInterval: f.alertInterval, AlertsFile: filepath.Base(f.alertsFile), AlertsSource: alertsSrc, NotifyWebhook: f.notifyWebhook,
 		Probes: probes, ProbesFile: filepath.Base(f.configFile), ProbeConcurrency: f.probeConcurrency,
 		MaxGrace: f.maxGrace, MaxGraceClass: graceClass, Scheduling: scheduling, Cluster: clusterOf(member),

@@ -268,3 +268,39 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// TestValidateMetering: `arbiter validate` checks a config's metering
+// section (docs/cost.md, "Prices"), each problem with file:line:col and
+// its field.
+func TestValidateMetering(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"serve.yaml": `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: b1
+              nodes: [{sku: Standard_ND96isr_H100_v5, count: 1}]
+tenants:
+  - name: org
+metering:
+  retention: 400d
+  prices:
+    - {sku: Standard_ND96isr_H100_v5, region: westeurope, on_demand: 90}
+  plans:
+    - {tenant: org, discount: 150%}
+`})
+	out, errOut, code := run(t, "validate", filepath.Join(dir, "serve.yaml"))
+	if code == 0 {
+		t.Fatalf("exit 0: %s", out)
+	}
+	all := out + errOut
+	for _, w := range []string{
+		`serve.yaml:14:7: metering.prices[0].region: region "westeurope" is not in the fleet`,
+		`serve.yaml:16:7: metering.plans[0].discount: "150%" is not a percentage`,
+	} {
+		if !strings.Contains(all, w) {
+			t.Errorf("output lacks %q:\n%s", w, all)
+		}
+	}
+}

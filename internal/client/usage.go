@@ -28,3 +28,17 @@ func (c *Client) Advisor(ctx context.Context, window, idleThreshold string) ([]m
 	}
 	return list[meter.Recommendation](c, ctx, "/v1/advisor"+query(kv...))
 }
+
+// CostReport returns the cost report over [since, until) grouped by
+// groupBy (comma-separated dimensions), summed on the server; tenant, when
+// not empty, narrows it to that tenant's subtree. A tenant token gets its
+// own subtree's.
+func (c *Client) CostReport(ctx context.Context, since, until time.Time, groupBy, tenant string) (meter.Report, error) {
+	kv := []string{"since", since.UTC().Format(time.RFC3339Nano), "until", until.UTC().Format(time.RFC3339Nano), "group_by", groupBy}
+	if tenant != "" {
+		kv = append(kv, "tenant", tenant)
+	}
+	var rep meter.Report
+	err := c.Do(ctx, "GET", "/v1/cost-report"+query(kv...), nil, &rep)
+	return rep, err
+}

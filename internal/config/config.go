@@ -44,6 +44,9 @@ type File struct {
 	// Probes are the endpoints the server probes (arbiter serve; see
 	// internal/probe).
 	Probes []probe.Spec `yaml:"probes"`
+	// Metering is the usage records' retention, price overrides and the
+	// tenants' price plans (docs/cost.md).
+	Metering *MeteringSpec `yaml:"metering"`
 }
 
 // Options are the scheduler options as written.
@@ -97,6 +100,8 @@ type Config struct {
 	Planning sched.Planning
 	// FairShare is the resolved options.fair_share.
 	FairShare sched.FairShare
+	// Metering is the resolved metering section.
+	Metering Metering
 }
 
 // Load reads and validates one config file.
@@ -177,6 +182,7 @@ func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 	}
 	planning := f.Options.Planning.Resolve("options.planning", optAt, &errs)
 	fairShare := f.Options.FairShare.Resolve("options.fair_share", optAt, &errs)
+	metering := f.Metering.Resolve("metering", at, cat, fl.Regions, &errs)
 	for ti, t := range f.Tenants {
 		for qi, q := range t.Quota {
 			if _, ok := cat.Model(q.Flavor); !ok {
@@ -277,7 +283,7 @@ func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 	if err := f.Limits.Validate(); err != nil {
 		errs.Add(at, "limits", "%v", err)
 	}
-	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning, FairShare: fairShare}
+	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning, FairShare: fairShare, Metering: metering}
 	c.bindReservations(&errs, whole)
 	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err

@@ -62,3 +62,42 @@ func BenchmarkReport10M(b *testing.B) {
 	b.ReportMetric(float64(n), "records")
 	b.ReportMetric(float64(len(rep.Rows)), "groups")
 }
+
+// BenchmarkSummer10M is the server's part of `arbiter cost report
+// --group-by tenant,kind,region,sku` without the store: 10 million stored
+// records (AppendRecord's form, in memory) decoded in place and summed by
+// a Summer (on GOMAXPROCS goroutines).
+func BenchmarkSummer10M(b *testing.B) {
+	n := 10_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	recs := benchRecords(n)
+	stored := make([][]byte, n)
+	for i := range recs {
+		stored[i] = AppendRecord(nil, &recs[i])
+	}
+	recs = nil
+	by := []Dim{DimTenant, DimKind, DimRegion, DimSKU}
+	since, until := t0, t0.Add(31*24*time.Hour)
+	report := func() Report {
+		s := NewSummer(since, until, by, nil)
+		for _, d := range stored {
+			s.Add(d)
+		}
+		rep, err := s.Report()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return rep
+	}
+	if rep := report(); rep.Total.Records != n || len(rep.Rows) < 1000 {
+		b.Fatalf("report of %d records in %d groups, want %d in 1000 or more", rep.Total.Records, len(rep.Rows), n)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		report()
+	}
+	b.ReportMetric(float64(n), "records")
+}

@@ -18,36 +18,38 @@ const FOCUSVersion = "1.0"
 // has no place for (the tenant path, kind, class, charge, GPU model and
 // node) go in Tags.
 type FOCUS struct {
-	BillingPeriodStart string            `json:"BillingPeriodStart"`
-	BillingPeriodEnd   string            `json:"BillingPeriodEnd"`
-	ChargePeriodStart  string            `json:"ChargePeriodStart"`
-	ChargePeriodEnd    string            `json:"ChargePeriodEnd"`
-	ChargeCategory     string            `json:"ChargeCategory"`
-	ChargeDescription  string            `json:"ChargeDescription"`
-	PricingCategory    string            `json:"PricingCategory"`
-	BilledCost         float64           `json:"BilledCost"`
-	EffectiveCost      float64           `json:"EffectiveCost"`
-	ListCost           float64           `json:"ListCost"`
-	ListUnitPrice      float64           `json:"ListUnitPrice"`
-	PricingQuantity    float64           `json:"PricingQuantity"`
-	PricingUnit        string            `json:"PricingUnit"`
-	ConsumedQuantity   float64           `json:"ConsumedQuantity"`
-	ConsumedUnit       string            `json:"ConsumedUnit"`
-	BillingCurrency    string            `json:"BillingCurrency"`
-	ProviderName       string            `json:"ProviderName"`
-	ResourceId         string            `json:"ResourceId"`
-	ResourceName       string            `json:"ResourceName"`
-	ResourceType       string            `json:"ResourceType"`
-	RegionId           string            `json:"RegionId"`
-	SkuId              string            `json:"SkuId"`
-	SubAccountId       string            `json:"SubAccountId"`
-	SubAccountName     string            `json:"SubAccountName"`
-	Tags               map[string]string `json:"Tags"`
+	BillingPeriodStart  string            `json:"BillingPeriodStart"`
+	BillingPeriodEnd    string            `json:"BillingPeriodEnd"`
+	ChargePeriodStart   string            `json:"ChargePeriodStart"`
+	ChargePeriodEnd     string            `json:"ChargePeriodEnd"`
+	ChargeCategory      string            `json:"ChargeCategory"`
+	ChargeDescription   string            `json:"ChargeDescription"`
+	PricingCategory     string            `json:"PricingCategory"`
+	BilledCost          float64           `json:"BilledCost"`
+	EffectiveCost       float64           `json:"EffectiveCost"`
+	ListCost            float64           `json:"ListCost"`
+	ListUnitPrice       float64           `json:"ListUnitPrice"`
+	ContractedCost      float64           `json:"ContractedCost"`
+	ContractedUnitPrice float64           `json:"ContractedUnitPrice"`
+	PricingQuantity     float64           `json:"PricingQuantity"`
+	PricingUnit         string            `json:"PricingUnit"`
+	ConsumedQuantity    float64           `json:"ConsumedQuantity"`
+	ConsumedUnit        string            `json:"ConsumedUnit"`
+	BillingCurrency     string            `json:"BillingCurrency"`
+	ProviderName        string            `json:"ProviderName"`
+	ResourceId          string            `json:"ResourceId"`
+	ResourceName        string            `json:"ResourceName"`
+	ResourceType        string            `json:"ResourceType"`
+	RegionId            string            `json:"RegionId"`
+	SkuId               string            `json:"SkuId"`
+	SubAccountId        string            `json:"SubAccountId"`
+	SubAccountName      string            `json:"SubAccountName"`
+	Tags                map[string]string `json:"Tags"`
 }
 
 // focusColumns is the CSV header, in FOCUSRow's field order.
 var focusColumns = []string{"BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "ChargeDescription",
-	"PricingCategory", "BilledCost", "EffectiveCost", "ListCost", "ListUnitPrice", "PricingQuantity", "PricingUnit", "ConsumedQuantity", "ConsumedUnit",
+	"PricingCategory", "BilledCost", "EffectiveCost", "ListCost", "ListUnitPrice", "ContractedCost", "ContractedUnitPrice", "PricingQuantity", "PricingUnit", "ConsumedQuantity", "ConsumedUnit",
 	"BillingCurrency", "ProviderName", "ResourceId", "ResourceName", "ResourceType", "RegionId", "SkuId", "SubAccountId", "SubAccountName", "Tags"}
 
 // FOCUSColumns returns the export's column names.
@@ -82,6 +84,7 @@ func ToFOCUS(r *Record, since, until time.Time) (FOCUS, bool) {
 		ChargeCategory: "Usage", ChargeDescription: r.Charge.String() + " GPU use of " + r.Workload,
 		PricingCategory: r.Charge.PricingCategory(),
 		BilledCost:      round6(gpuh * r.UnitPrice), EffectiveCost: round6(gpuh * r.UnitPrice), ListCost: round6(gpuh * r.ListPrice), ListUnitPrice: round6(r.ListPrice),
+		ContractedCost: round6(gpuh * r.Contracted()), ContractedUnitPrice: round6(r.Contracted()),
 		PricingQuantity: gpuh, PricingUnit: "GPU-Hours", ConsumedQuantity: gpuh, ConsumedUnit: "GPU-Hours",
 		BillingCurrency: "USD", ProviderName: "Arbiter",
 		ResourceId: r.Workload + "/" + strconv.Itoa(r.Replica), ResourceName: name, ResourceType: "GPU",
@@ -124,7 +127,7 @@ func WriteFOCUSCSV(w io.Writer, recs []Record, since, until time.Time) error {
 		}
 		tags, _ := json.Marshal(x.Tags) // map keys sorted: deterministic
 		if err := cw.Write([]string{x.BillingPeriodStart, x.BillingPeriodEnd, x.ChargePeriodStart, x.ChargePeriodEnd, x.ChargeCategory, x.ChargeDescription,
-			x.PricingCategory, f(x.BilledCost), f(x.EffectiveCost), f(x.ListCost), f(x.ListUnitPrice), f(x.PricingQuantity), x.PricingUnit,
+			x.PricingCategory, f(x.BilledCost), f(x.EffectiveCost), f(x.ListCost), f(x.ListUnitPrice), f(x.ContractedCost), f(x.ContractedUnitPrice), f(x.PricingQuantity), x.PricingUnit,
 			f(x.ConsumedQuantity), x.ConsumedUnit, x.BillingCurrency, x.ProviderName, x.ResourceId, x.ResourceName, x.ResourceType, x.RegionId,
 			x.SkuId, x.SubAccountId, x.SubAccountName, string(tags)}); err != nil {
 			return err

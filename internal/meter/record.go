@@ -101,11 +101,39 @@ type Record struct {
 	GPUs        resource.MilliGPU `json:"milli_gpus"`
 	Start       time.Time         `json:"start"`
 	End         time.Time         `json:"end,omitzero"` // zero: still running
-	Charge      Charge            `json:"charge"`
-	// UnitPrice is the USD per GPU-hour charged, ListPrice the catalog's
-	// on-demand USD per GPU-hour, both as in force at Start.
-	UnitPrice float64 `json:"unit_price"`
-	ListPrice float64 `json:"list_price"`
+	// RunStart is the start of the run when the record is a later part
+	// of it: a spot run whose price changed is split at the change (the
+	// part before closed, a new record from it at the new price); zero
+	// for a run's first record (its Start is the run's).
+	RunStart time.Time `json:"run_start,omitzero"`
+	Charge   Charge    `json:"charge"`
+	// UnitPrice is the USD per GPU-hour charged (the charge's price under
+	// the tenant's price plan), ListPrice the catalog's on-demand USD per
+	// GPU-hour (overrides applied), ContractedPrice the on-demand price
+	// under the tenant's plan (no spot or reserved rate), all as in force
+	// at Start. ContractedPrice 0 (records before price plans): the list
+	// price.
+	UnitPrice       float64 `json:"unit_price"`
+	ListPrice       float64 `json:"list_price"`
+	ContractedPrice float64 `json:"contracted_price,omitempty"`
+}
+
+// Contracted is the record's contracted price (ContractedPrice, or the
+// list price for a record written before price plans).
+func (r *Record) Contracted() float64 {
+	if r.ContractedPrice == 0 {
+		return r.ListPrice
+	}
+	return r.ContractedPrice
+}
+
+// Run is the start of the record's run (RunStart, or Start for its first
+// record).
+func (r *Record) Run() time.Time {
+	if r.RunStart.IsZero() {
+		return r.Start
+	}
+	return r.RunStart
 }
 
 // Open reports whether the record's interval has not ended.
@@ -149,6 +177,8 @@ func ReplicaGPUs(rep workload.Replica, perReplica resource.MilliGPU) resource.Mi
 type Prices struct {
 	Catalog *fleet.Catalog
 	Spot    map[SpotKey]float64
+	// Pricing adds price overrides and the tenants' plans (nil: none).
+	Pricing *Pricing
 }
 
 // SpotKey names a spot price.
@@ -157,20 +187,22 @@ type SpotKey struct {
 	Region string
 }
 
-// Unit returns the unit price charged and the list (on-demand) price, per
-// GPU-hour, of a charge on a machine of sku in region: the spot market's
-// price for spot (the catalog's spot price when the market has none), the
-// catalog's 1-year reserved price on a reservation, on-demand otherwise.
+// Unit returns the rate and the list (on-demand) price, per GPU-hour, of
+// a charge on a machine of sku in region, before any tenant's plan
+// (Quote applies it): the spot market's price for spot (the catalog's
+// spot price when the market has none), the catalog's 1-year reserved
+// price on a reservation, on-demand otherwise; the catalog's prices with
+// the overrides applied.
 func (p Prices) Unit(sku *fleet.SKU, region string, c Charge) (unit, list float64) {
 	if sku == nil || sku.GPUs <= 0 || p.Catalog == nil {
 		return 0, 0
 	}
-	pr := p.Catalog.PriceIn(sku, region)
+	pr := p.machine(sku, region)
 	n := float64(sku.GPUs)
 	list = pr.OnDemand / n
 	switch c {
 	case ChargeSpot:
-		if v, ok := p.Spot[SpotKey{Model: sku.Model, Region: region}]; ok {
+		if v, ok := p.Spot[SpotKey{Model: sku.Model, Region: region}]; ok && !p.spotOverridden(sku.Name, region) {
 			return v, list
 		}
 		return pr.Spot / n, list

@@ -42,6 +42,7 @@ func (s *Server) advisor(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		cat := wd.Catalog
+		prices := meter.Prices{Catalog: cat, Pricing: s.opts.Pricing}
 		rev := map[string]int64{}
 		for _, t := range wd.Tenants {
 			rev[t.Name] = t.Meta.Created
@@ -67,7 +68,7 @@ func (s *Server) advisor(w http.ResponseWriter, r *http.Request) error {
 				Nodes: res.Nodes, Start: res.Start, End: res.End}
 			if sku, ok := cat.SKU(res.SKU); ok {
 				ar.Model, ar.GPUs = sku.Model, res.Count*sku.GPUs
-				ar.Price = meter.PerGPU(cat.PriceIn(sku, res.Region), sku.GPUs).Reserved1Y
+				ar.Price = meter.PerGPU(prices.Machine(sku, res.Region), sku.GPUs).Reserved1Y
 			}
 			in.Reservations = append(in.Reservations, ar)
 		}
@@ -102,7 +103,7 @@ func (s *Server) advisor(w http.ResponseWriter, r *http.Request) error {
 				break // the first (most preferred) option's
 			}
 		}
-		in.Price = catalogPrices(cat)
+		in.Price = catalogPrices(prices)
 		return nil
 	})
 	if err != nil {
@@ -114,8 +115,10 @@ func (s *Server) advisor(w http.ResponseWriter, r *http.Request) error {
 }
 
 // catalogPrices prices a GPU model in a region per GPU-hour from the
-// catalog: the model's SKU with the lowest on-demand price per GPU there.
-func catalogPrices(cat *fleet.Catalog) func(fleet.ModelID, string) (meter.UnitPrices, bool) {
+// catalog (the config's overrides applied): the model's SKU with the
+// lowest on-demand price per GPU there.
+func catalogPrices(prices meter.Prices) func(fleet.ModelID, string) (meter.UnitPrices, bool) {
+	cat := prices.Catalog
 	memo := map[[2]string]meter.UnitPrices{}
 	return func(m fleet.ModelID, region string) (meter.UnitPrices, bool) {
 		k := [2]string{string(m), region}
@@ -129,7 +132,7 @@ func catalogPrices(cat *fleet.Catalog) func(fleet.ModelID, string) (meter.UnitPr
 				if sku.Model != m || sku.GPUs <= 0 {
 					continue
 				}
-				p := meter.PerGPU(cat.PriceIn(sku, region), sku.GPUs)
+				p := meter.PerGPU(prices.Machine(sku, region), sku.GPUs)
 				if p.OnDemand > 0 && (best.OnDemand == 0 || p.OnDemand < best.OnDemand) {
 					best = p
 				}

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/meter"
+	"github.com/arbiterhq/arbiter/internal/names"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -24,9 +28,10 @@ import (
 // of runs no longer running that nothing closed (closeOrphanUsage).
 
 // metering makes the usage records of the runs placed by a plan computed
-// over wd with the cycle's spot prices.
-func metering(wd *world, spotPrices []sched.SpotPrice) store.Metering {
-	prices := meter.Prices{Catalog: wd.Catalog, Spot: make(map[meter.SpotKey]float64, len(spotPrices))}
+// over wd with the cycle's spot prices and the config's pricing (price
+// overrides, the tenants' plans; nil: none).
+func metering(wd *world, spotPrices []sched.SpotPrice, pricing *meter.Pricing) store.Metering {
+	prices := meter.Prices{Catalog: wd.Catalog, Spot: make(map[meter.SpotKey]float64, len(spotPrices)), Pricing: pricing}
 	for _, p := range spotPrices {
 		prices.Spot[meter.SpotKey{Model: p.Model, Region: p.Region}] = p.PerGPUHour
 	}
@@ -60,11 +65,83 @@ func metering(wd *world, spotPrices []sched.SpotPrice) store.Metering {
 				GPUs: meter.ReplicaGPUs(rep, w.Spec.GPUs), Start: a.StartedAt, Charge: charge}
 			if n, ok := wd.Fleet.Node(rep.Node); ok && n.SKU != nil {
 				r.SKU = n.SKU.Name
-				r.UnitPrice, r.ListPrice = prices.Unit(n.SKU, a.Region, charge)
+				r.UnitPrice, r.ListPrice, r.ContractedPrice = prices.Quote(n.SKU, a.Region, charge, r.Path)
 			}
 			out = append(out, r)
 		}
 		return out
+	}
+}
+
+// spotSegment is the least a spot record runs before a price change
+// splits it: the live market's price moves every minute, and a record a
+// minute would be 1,440 a day per replica; so at most one an hour, each
+// at the price in force at its start.
+const spotSegment = time.Hour
+
+// repriceSpot splits, at now, each open spot record at least spotSegment
+// old whose unit price is no longer the one in force (the cycle's spot
+// market, the config's pricing): the part before now keeps the price it
+// started with, the new record from now has the new price
+// (store.SplitUsage, one transaction). It looks at the open records when
+// the spot prices differ from the last cycle's, once after a start, and
+// while a record that differs is not yet spotSegment old.
+func (s *Server) repriceSpot(ctx context.Context, wd *world, spotPrices []sched.SpotPrice, now time.Time) {
+	cur := make(map[meter.SpotKey]float64, len(spotPrices))
+	for _, p := range spotPrices {
+		cur[meter.SpotKey{Model: p.Model, Region: p.Region}] = p.PerGPUHour
+	}
+	s.spotMu.Lock()
+	defer s.spotMu.Unlock()
+	if s.spotSeen && maps.Equal(cur, s.spotLast) {
+		return
+	}
+	prices := meter.Prices{Catalog: wd.Catalog, Spot: cur, Pricing: s.opts.Pricing}
+	n, deferred := 0, false
+	err := s.st.Update(ctx, func(tx store.WriteTx) error {
+		n, deferred = 0, false
+		var runs []string
+		if err := store.OpenUsage(tx, func(k, _ string, _ time.Time) bool { runs = append(runs, k); return true }); err != nil {
+			return err
+		}
+		for _, run := range runs {
+			split, err := store.SplitUsage(tx, run, now, func(prev, r *meter.Record) bool {
+				if r.Charge != meter.ChargeSpot || wd.Catalog == nil {
+					return false
+				}
+				sku, ok := wd.Catalog.SKU(r.SKU)
+				if !ok {
+					return false
+				}
+				unit, list, contracted := prices.Quote(sku, r.Region, r.Charge, r.Path)
+				if math.Abs(unit-r.UnitPrice) < 1e-12 {
+					return false
+				}
+				if r.Start.Sub(prev.Start) < spotSegment { // r starts now; prev is the open record
+					deferred = true
+					return false
+				}
+				r.UnitPrice, r.ListPrice, r.ContractedPrice = unit, list, contracted
+				return true
+			})
+			if err != nil {
+				return err
+			}
+			if split {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("metering: repricing spot records", "err", err)
+		}
+		return
+	}
+	s.spotSeen, s.spotLast = !deferred, cur
+	if n > 0 {
+		s.log.Info("metering: spot price changed, records split", "records", n)
 	}
 }
 
@@ -219,4 +296,98 @@ func (c *costCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.gpuh, prometheus.CounterValue, v[0], k[0], k[1])
 		ch <- prometheus.MustNewConstMetric(c.cost, prometheus.CounterValue, v[1], k[0], k[1])
 	}
+}
+
+// costReport answers GET /v1/cost-report: the cost report (meter.Report)
+// over [since, until) (default: the last 30 days) grouped by group_by
+// (default tenant), summed here from the stored records read in place
+// (store.ScanUsageWindowRaw, meter.Summer: decoded and summed on every
+// core while the store is read) so that no record crosses the API. tenant=T
+// narrows it to T's subtree as it is now (T and its descendants, each the
+// tenant of its name that exists now). The admin sees every record; a
+// tenant token its own subtree's only: tenant=T outside it reports
+// nothing.
+func (s *Server) costReport(w http.ResponseWriter, r *http.Request) error {
+	now := s.now()
+	since, until, err := usageWindow(r, now)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	by, err := meter.ParseGroupBy("group_by", q.Get("group_by"))
+	if err != nil {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "group_by", "%v", err)
+	}
+	root := q.Get("tenant")
+	if _, ok := q["tenant"]; ok && !names.Valid(root) {
+		return apiErr(http.StatusBadRequest, api.CodeInvalid, "tenant", "tenant: %q is not a tenant name", root)
+	}
+	c := who(r)
+	var rep meter.Report
+	err = s.st.View(r.Context(), func(tx store.ReadTx) error {
+		var scope tenantRevs // nil: every record
+		if !c.admin || root != "" {
+			ts, err := store.List[store.Tenant](tx, "")
+			if err != nil {
+				return err
+			}
+			scope = subtree(ts, cmp.Or(root, c.tenant))
+			if !c.admin && root != "" && !subtree(ts, c.tenant).has(root) {
+				scope = tenantRevs{} // another's: nothing
+			}
+		}
+		var keep func(v *meter.RecordView) bool
+		if scope != nil {
+			keep = func(v *meter.RecordView) bool {
+				rev, ok := scope[string(v.Tenant)]
+				return ok && rev == v.TenantRev
+			}
+		}
+		sum := meter.NewSummer(since, until, by, keep)
+		store.ScanUsageWindowRaw(tx, since, until, func(data []byte) bool {
+			sum.Add(data)
+			return true
+		})
+		var err error
+		rep, err = sum.Report()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+// tenantRevs maps tenant names to the revision that created them.
+type tenantRevs map[string]int64
+
+func (t tenantRevs) has(name string) bool { _, ok := t[name]; return ok }
+
+// subtree is root and its descendants among ts, with their creating
+// revisions; empty when root is not among them.
+func subtree(ts []*store.Tenant, root string) tenantRevs {
+	kids := map[string][]*store.Tenant{}
+	out := tenantRevs{}
+	var top *store.Tenant
+	for _, t := range ts {
+		kids[t.Parent] = append(kids[t.Parent], t)
+		if t.Name == root {
+			top = t
+		}
+	}
+	if top == nil {
+		return out
+	}
+	next := []*store.Tenant{top}
+	for len(next) > 0 {
+		t := next[len(next)-1]
+		next = next[:len(next)-1]
+		if out.has(t.Name) {
+			continue // a cycle cannot be stored; stay safe anyway
+		}
+		out[t.Name] = t.Meta.Created
+		next = append(next, kids[t.Name]...)
+	}
+	return out
 }

@@ -75,6 +75,7 @@ func TestIsolation(t *testing.T) {
 		"GET /v1/skus":                                      ownOnly,
 		"GET /v1/spot-prices":                               ownOnly,
 		"GET /v1/usage-records":                             ownOnly,
+		"GET /v1/cost-report":                               ownOnly,
 		"GET /v1/advisor":                                   ownOnly,
 		"GET /v1/nodes":                                     forbidden,
 		"POST /v1/nodes":                                    forbidden,

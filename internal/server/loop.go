@@ -301,7 +301,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			var res store.Applied
 			err = s.st.Update(ctx, func(tx store.WriteTx) error {
 				var err error
-				res, err = store.ApplyPlanMetered(tx, w.Revision, plan, now, metering(w, in.SpotPrices))
+				res, err = store.ApplyPlanMetered(tx, w.Revision, plan, now, metering(w, in.SpotPrices, s.opts.Pricing))
 				return err
 			})
 			if errors.Is(err, store.ErrConflict) {
@@ -321,6 +321,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			s.notify(false)
 			s.log.Info("scheduler: plan applied", "base", w.Revision, "placed", res.Placed, "preempted", res.Preempted, "pending", len(plan.Pending))
 		}
+		s.repriceSpot(ctx, w, in.SpotPrices, now)
 		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending})
 		s.saveSpot(ctx, now, false)
 		s.fair.set(plan.History)

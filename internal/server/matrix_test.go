@@ -237,6 +237,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 var pinnedAccess = map[string]access{
 	"GET /v1/probes":                                    adminOnly,
 	"GET /v1/usage-records":                             tenantScoped,
+	"GET /v1/cost-report":                               tenantScoped,
 	"GET /v1/advisor":                                   tenantScoped,
 	"GET /v1/ui/fleet":                                  tenantScoped,
 	"GET /v1/ui/queue":                                  tenantScoped,

@@ -75,6 +75,9 @@ func (s *Server) pruneLoop(ctx context.Context) {
 			s.logPruned(ctx, "events", func() (int, error) { return s.PruneEvents(ctx) })
 		}
 		s.logPruned(ctx, "idempotency keys", func() (int, error) { return s.PruneIdempotencyKeys(ctx, s.now()) })
+		if s.opts.UsageRetention > 0 {
+			s.logPruned(ctx, "usage records", func() (int, error) { return s.PruneUsage(ctx) })
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -156,4 +159,32 @@ func (s *Server) pruneBatch(ctx context.Context, now time.Time) (int, error) {
 		return store.Put(tx, &store.Setting{Name: settingEventsPruned, Value: mark}, store.Any)
 	})
 	return n, err
+}
+
+// usagePruneBatch bounds the usage records one pruning transaction looks
+// at.
+const usagePruneBatch = 5000
+
+// PruneUsage deletes the usage records that ended more than
+// Options.UsageRetention ago (none when it is 0), in transactions of at
+// most usagePruneBatch records looked at, and returns how many it
+// deleted.
+func (s *Server) PruneUsage(ctx context.Context) (int, error) {
+	if s.opts.UsageRetention <= 0 {
+		return 0, nil
+	}
+	cutoff := s.now().Add(-s.opts.UsageRetention)
+	total, after := 0, ""
+	for {
+		var n int
+		err := s.st.Update(ctx, func(tx store.WriteTx) error {
+			var err error
+			n, after, err = store.PruneUsage(tx, cutoff, after, usagePruneBatch)
+			return err
+		})
+		total += n
+		if err != nil || after == "" {
+			return total, err
+		}
+	}
 }

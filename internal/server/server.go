@@ -21,6 +21,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/meter"
 	"github.com/arbiterhq/arbiter/internal/probe"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
@@ -86,6 +87,14 @@ type Options struct {
 	// prune.go).
 	EventRetention time.Duration
 	EventHistory   int64
+	// UsageRetention keeps the usage records that ended within it: those
+	// closed longer ago are deleted every minute, in transactions of at
+	// most usagePruneBatch records looked at (0: keep every record; see
+	// PruneUsage).
+	UsageRetention time.Duration
+	// Pricing are the price overrides and tenants' price plans the usage
+	// records are priced with (nil: the catalog's prices, list for all).
+	Pricing *meter.Pricing
 	// NotifyWebhook receives policies' notify actions as JSON POSTs
 	// (Notification); empty: they are only recorded as events.
 	NotifyWebhook string
@@ -115,13 +124,18 @@ type Options struct {
 // Server is the control plane: the HTTP API and the scheduler loop over a
 // Store. Create it with New, serve Handler, run Run.
 type Server struct {
-	opts  Options
-	st    store.Store
-	log   *slog.Logger
-	now   func() time.Time
-	cat   atomic.Pointer[fleet.Catalog]
-	kick  chan struct{}
-	ready atomic.Bool
+	opts Options
+	st   store.Store
+	log  *slog.Logger
+	now  func() time.Time
+	cat  atomic.Pointer[fleet.Catalog]
+	// spotLast are the spot prices the open spot records were last priced
+	// at (repriceSpot); spotSeen: since the start.
+	spotMu   sync.Mutex
+	spotLast map[meter.SpotKey]float64
+	spotSeen bool
+	kick     chan struct{}
+	ready    atomic.Bool
 	// lagging: this follower's copy of the store is behind (ha.go).
 	lagging atomic.Bool
 	// bindIdle: the last attempt to bind approaching reservations that

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -583,7 +584,9 @@ var costGroupBy = []meter.Dim{meter.DimTenant, meter.DimKind, meter.DimRegion, m
 
 // meter adds the usage records of a run [from, to) of j, one per replica,
 // priced as the server prices them at catalog prices (the simulator's
-// economics take the catalog's spot price too).
+// economics take the catalog's spot price too), with the scenario's
+// metering section's overrides and the tenants' price plans when it has
+// them.
 func (r *recorder) meter(j *job, from, to time.Time) {
 	s, a := r.s, j.w.Running
 	if a == nil {
@@ -597,13 +600,22 @@ func (r *recorder) meter(j *job, from, to time.Time) {
 		prio = workload.PrioritySpot
 	}
 	charge := meter.ChargeOf(prio, a)
-	prices := meter.Prices{Catalog: s.cfg.Fleet.Catalog}
+	prices := meter.Prices{Catalog: s.cfg.Fleet.Catalog, Pricing: s.cfg.Metering.Pricing}
+	var path []string // the tenant's, for its price plan (only with plans)
+	if prices.Pricing != nil && s.cfg.Tree != nil {
+		if ti, ok := s.cfg.Tree.Lookup(j.w.Tenant); ok {
+			for _, k := range s.cfg.Tree.Path(ti) {
+				path = append(path, s.cfg.Tree.Tenants[k].Name)
+			}
+			slices.Reverse(path)
+		}
+	}
 	for i, rep := range a.Replicas {
 		rec := meter.Record{Workload: string(j.w.Name), Replica: i, Tenant: j.w.Tenant, Kind: j.w.Kind.String(), Class: j.class, Preemptible: j.w.Preemptible,
 			Model: a.Flavor, Region: a.Region, Node: rep.Node, GPUs: meter.ReplicaGPUs(rep, j.w.GPUs), Start: from, End: to, Charge: charge}
 		if n, ok := s.cfg.Fleet.Node(rep.Node); ok && n.SKU != nil {
 			rec.SKU = n.SKU.Name
-			rec.UnitPrice, rec.ListPrice = prices.Unit(n.SKU, a.Region, charge)
+			rec.UnitPrice, rec.ListPrice, rec.ContractedPrice = prices.Quote(n.SKU, a.Region, charge, path)
 		}
 		r.usage.Add(&rec)
 	}

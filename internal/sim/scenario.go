@@ -41,8 +41,12 @@ type Scenario struct {
 	Fleet        fleet.Spec            `yaml:"fleet"`
 	Tenants      []tenancy.TenantSpec  `yaml:"tenants"`
 	Reservations []tenancy.Reservation `yaml:"reservations"`
-	Generators   []Generator           `yaml:"generators"`
-	Services     []Service             `yaml:"services"`
+	// Metering is the config's metering section (docs/cost.md): its
+	// price overrides and tenants' price plans price cost.csv (its
+	// retention means nothing here).
+	Metering   *config.MeteringSpec `yaml:"metering"`
+	Generators []Generator          `yaml:"generators"`
+	Services   []Service            `yaml:"services"`
 	// Probes are the server config's probes, modelled: each attempt is one
 	// request to the service it targets (see probes.go).
 	Probes []probe.Spec `yaml:"probes"`
@@ -196,7 +200,7 @@ func CheckScenario(file string, data []byte) error {
 	}
 	errs = yamlfile.Merge(decodeErr, errs)
 	if s.Trace == nil {
-		f := config.File{Now: s.Start, Catalog: s.Catalog, Fleet: s.Fleet, Tenants: s.Tenants, Reservations: s.Reservations}
+		f := config.File{Now: s.Start, Catalog: s.Catalog, Fleet: s.Fleet, Tenants: s.Tenants, Reservations: s.Reservations, Metering: s.Metering}
 		if _, err := config.ResolveDecoded(file, f, decodeErr); err != nil {
 			var world yamlfile.Errors
 			if !errors.As(err, &world) {

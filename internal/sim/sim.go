@@ -217,6 +217,7 @@ func New(sc *Scenario, st *Strategy, opt Options) (*Sim, error) {
 		Partitions:   st.Partitions,
 		Reservations: append([]tenancy.Reservation(nil), sc.Reservations...),
 		Options:      st.Options,
+		Metering:     sc.Metering,
 	}
 	cfg, err := config.Resolve(sc.Name, f)
 	if err != nil {

@@ -336,6 +336,26 @@ func (t *boltTx) ScanRaw(k Kind, prefix, after string, fn func(string, []byte) b
 	}
 }
 
+// scanRawBytes is ScanRaw over all of k's keys after after, the keys
+// as bolt's bytes (valid for the transaction, like the values).
+func (t *boltTx) scanRawBytes(k Kind, after string, fn func(key, data []byte) bool) {
+	c := t.bucket(k).Cursor()
+	var key, val []byte
+	if after != "" {
+		key, val = c.Seek([]byte(after))
+		if key != nil && string(key) == after {
+			key, val = c.Next()
+		}
+	} else {
+		key, val = c.First()
+	}
+	for ; key != nil; key, val = c.Next() {
+		if !fn(key, val) {
+			return
+		}
+	}
+}
+
 func (t *boltTx) PutRaw(k Kind, key string, data []byte) error {
 	b := t.bucket(k)
 	if k == KindUsage || k == KindUsageOpen {

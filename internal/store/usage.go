@@ -19,7 +19,9 @@ import (
 //
 //   - KindUsage: one record per replica of each run, keyed by
 //     UsageKey(start, workload, replica), so that keys sort by start time;
-//   - KindUsageOpen: the keys of the records not yet ended, so that
+//   - KindUsageOpen: per run still open, keyed by its first record's
+//     key, the key of its open record (a spot run is split where its
+//     price changed: SplitUsage), so that
 //     closing the runs that are no longer running reads only those.
 //
 // A record is opened by the ApplyPlanMetered transaction that places the
@@ -61,35 +63,113 @@ func splitUsageKey(k string) (start time.Time, wkey string, replica int, err err
 	return time.Unix(0, ns).UTC(), rest[:i], replica, nil
 }
 
-// PutUsage writes a usage record (and its open-index entry while open).
+// PutUsage writes a usage record in its stored form (meter.AppendRecord)
+// and, while it is open, its run's open-index entry (the run's key, its
+// first record's, pointing at this record's key); a closed one may
+// lengthen the longest closed span (usageLongest).
 func PutUsage(tx WriteTx, r *meter.Record) error {
 	k := UsageKey(r.Start, r.Workload, r.Replica)
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("store: encoding usage %q: %w", k, err)
+	run := UsageKey(r.Run(), r.Workload, r.Replica)
+	if err := startSpans(tx); err != nil {
+		return err
 	}
-	if err := tx.PutRaw(KindUsage, k, data); err != nil {
+	if err := tx.PutRaw(KindUsage, k, meter.AppendRecord(nil, r)); err != nil {
 		return err
 	}
 	if r.Open() {
-		return tx.PutRaw(KindUsageOpen, k, []byte{1})
+		return tx.PutRaw(KindUsageOpen, run, []byte(k))
 	}
-	return tx.DeleteRaw(KindUsageOpen, k)
+	if err := noteSpan(tx, r.End.Sub(r.Start)); err != nil {
+		return err
+	}
+	if cur, ok := tx.GetRaw(KindUsageOpen, run); ok && openSegment(run, cur) != k {
+		return nil // the run goes on in a later record
+	}
+	return tx.DeleteRaw(KindUsageOpen, run)
 }
 
-// closeUsage ends the open record under k at now; a record that is
-// absent (written before metering) or already closed is left alone.
-func closeUsage(tx WriteTx, k string, now time.Time) (bool, error) {
-	data, ok := tx.GetRaw(KindUsage, k)
-	if !ok {
-		return false, tx.DeleteRaw(KindUsageOpen, k)
+// openSegment is the key of the open record of the run keyed run, from
+// its open-index value (the record's key; written as 1 before runs were
+// split: the run's key itself).
+func openSegment(run string, v []byte) string {
+	if len(v) <= 1 {
+		return run
 	}
-	var r meter.Record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return false, fmt.Errorf("store: decoding usage %q: %w", k, err)
+	return string(v)
+}
+
+// longestKey is where KindUsageTotals keeps the longest span (end −
+// start, nanoseconds, 8 bytes big-endian) of any closed record: a report
+// over [since, until) reads the closed records started from since minus
+// it, and the open ones from the open index. (No tenant name has '#'; the
+// totals' scan skips a key without '/'.)
+const longestKey = "#longest"
+
+// unbounded is the longest span of a store whose records predate
+// longestKey: every report reads from the first record.
+const unbounded = time.Duration(math.MaxInt64)
+
+// usageLongest returns the longest closed span; ok false when none was
+// noted.
+func usageLongest(tx ReadTx) (time.Duration, bool) {
+	v, ok := tx.GetRaw(KindUsageTotals, longestKey)
+	if !ok || len(v) != 8 {
+		return 0, false
 	}
-	if !r.Open() {
-		return false, tx.DeleteRaw(KindUsageOpen, k)
+	return time.Duration(binary.BigEndian.Uint64(v)), true
+}
+
+// startSpans notes a longest span of 0 in a store that has no record
+// yet, or an unbounded one in a store whose records were written before
+// spans were noted (so that every report reads all of them).
+func startSpans(tx WriteTx) error {
+	if _, ok := usageLongest(tx); ok {
+		return nil
+	}
+	d := time.Duration(0)
+	tx.ScanRaw(KindUsage, "", "", func(string, []byte) bool { d = unbounded; return false })
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(d))
+	return tx.PutRaw(KindUsageTotals, longestKey, b[:])
+}
+
+// noteSpan lengthens the longest closed span to d where it is longer.
+func noteSpan(tx WriteTx, d time.Duration) error {
+	if cur, _ := usageLongest(tx); d <= cur {
+		return nil
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(d))
+	return tx.PutRaw(KindUsageTotals, longestKey, b[:])
+}
+
+// openRecord returns the open record of the run keyed run and its key;
+// ok false (and the run's open-index entry deleted) when the run has none
+// open (never metered, or closed).
+func openRecord(tx WriteTx, run string) (r meter.Record, k string, ok bool, err error) {
+	v, indexed := tx.GetRaw(KindUsageOpen, run)
+	k = run
+	if indexed {
+		k = openSegment(run, v)
+	}
+	data, found := tx.GetRaw(KindUsage, k)
+	if found {
+		if err := meter.DecodeRecord(data, &r); err != nil {
+			return r, k, false, fmt.Errorf("store: decoding usage %q: %w", k, err)
+		}
+	}
+	if !found || !r.Open() {
+		return r, k, false, tx.DeleteRaw(KindUsageOpen, run)
+	}
+	return r, k, true, nil
+}
+
+// closeUsage ends the open record of the run keyed run at now; a run
+// without one (written before metering, or already closed) is left alone.
+func closeUsage(tx WriteTx, run string, now time.Time) (bool, error) {
+	r, _, ok, err := openRecord(tx, run)
+	if err != nil || !ok {
+		return false, err
 	}
 	r.End = now
 	if r.End.Before(r.Start) {
@@ -158,13 +238,14 @@ func UsageTotals(tx ReadTx, now time.Time) ([]UsageTotal, error) {
 		t.GPUHours, t.Cost = readUsageTotal(tx, k)
 		return true
 	})
-	tx.ScanRaw(KindUsageOpen, "", "", func(k string, _ []byte) bool {
+	tx.ScanRaw(KindUsageOpen, "", "", func(run string, v []byte) bool {
+		k := openSegment(run, v)
 		data, ok := tx.GetRaw(KindUsage, k)
 		if !ok {
 			return true
 		}
 		var r meter.Record
-		if err = json.Unmarshal(data, &r); err != nil {
+		if err = meter.DecodeRecord(data, &r); err != nil {
 			err = fmt.Errorf("store: decoding usage %q: %w", k, err)
 			return false
 		}
@@ -267,11 +348,166 @@ func ScanUsage(tx ReadTx, after string, until time.Time, fn func(key string, r *
 			return false
 		}
 		var r meter.Record
-		if e := json.Unmarshal(data, &r); e != nil {
+		if e := meter.DecodeRecord(data, &r); e != nil {
 			err = fmt.Errorf("store: decoding usage %q: %w", k, e)
 			return false
 		}
 		return fn(k, &r)
 	})
 	return err
+}
+
+// ScanUsageWindow calls fn with every usage record whose interval meets
+// [since, until), read in place (the view is valid only during fn), until
+// fn returns false; see ScanUsageWindowRaw for which records are read.
+func ScanUsageWindow(tx ReadTx, since, until time.Time, fn func(v *meter.RecordView) bool) error {
+	s, u := since.UnixNano(), until.UnixNano()
+	var v meter.RecordView
+	var err error
+	ScanUsageWindowRaw(tx, since, until, func(data []byte) bool {
+		if meter.IsJSON(data) {
+			var r meter.Record
+			if e := json.Unmarshal(data, &r); e != nil {
+				err = fmt.Errorf("store: decoding a usage record: %w", e)
+				return false
+			}
+			meter.ViewOf(&r, &v)
+		} else if e := v.Decode(data); e != nil {
+			err = fmt.Errorf("store: decoding a usage record: %w", e)
+			return false
+		}
+		if (v.End != 0 && v.End <= s) || v.Start >= u {
+			return true
+		}
+		return fn(&v)
+	})
+	return err
+}
+
+// ScanUsageWindowRaw calls fn with the stored bytes of the usage records
+// a window [since, until) may hold, until fn returns false: the records
+// started from since minus the longest closed span up to until, in key
+// (start) order, then the open records started before that (from the
+// open index). A few may end before since: the caller clips
+// (meter.Aggregator does). Unlike ScanRaw's, the bytes stay valid for the
+// whole read transaction (View's; bolt's are in its memory map, etcd's
+// in its snapshot), so that they may be summed while the scan goes on
+// (meter.Summer).
+func ScanUsageWindowRaw(tx ReadTx, since, until time.Time, fn func(data []byte) bool) {
+	from := "" // from the first record
+	if d, ok := usageLongest(tx); ok && d != unbounded && since.UnixNano()-int64(d) > 0 {
+		from = usageStartKey(since.Add(-d))
+	}
+	end := usageStartKey(until)
+	more := true
+	// after is exclusive: from (a bare time, which no record's key is)
+	// seeks to the first record started at or after it.
+	if bs, ok := tx.(bytesScanner); ok {
+		n := len(end) // a bare time: a key's first 16 bytes decide
+		bs.scanRawBytes(KindUsage, from, func(k, data []byte) bool {
+			if len(k) >= n && string(k[:n]) >= end || len(k) < n && string(k) >= end {
+				return false
+			}
+			more = fn(data)
+			return more
+		})
+	} else {
+		tx.ScanRaw(KindUsage, "", from, func(k string, data []byte) bool {
+			if k >= end {
+				return false
+			}
+			more = fn(data)
+			return more
+		})
+	}
+	if !more || from == "" {
+		return
+	}
+	tx.ScanRaw(KindUsageOpen, "", "", func(run string, v []byte) bool {
+		if run >= from {
+			return false
+		}
+		// A run's later record started from `from` on was read above.
+		if k := openSegment(run, v); k < from {
+			if data, ok := tx.GetRaw(KindUsage, k); ok {
+				return fn(data)
+			}
+		}
+		return true
+	})
+}
+
+// bytesScanner is ScanRaw without a string per key (the bolt store's).
+type bytesScanner interface {
+	scanRawBytes(k Kind, after string, fn func(key, data []byte) bool)
+}
+
+// PruneUsage deletes, oldest first, the usage records closed before
+// cutoff (a record that ended at or after it, or is still open, is kept
+// whole), looking at the records after key after ("": from the first),
+// at most limit of them, in tx. It returns how many it deleted and the
+// last key it looked at, to go on from in the next transaction ("" when
+// no record before cutoff is left to look at). The totals (the counters)
+// keep the deleted records' use.
+func PruneUsage(tx WriteTx, cutoff time.Time, after string, limit int) (deleted int, last string, err error) {
+	end := usageStartKey(cutoff)
+	var doomed []string
+	seen := 0
+	tx.ScanRaw(KindUsage, "", after, func(k string, data []byte) bool {
+		if k >= end {
+			last = ""
+			return false
+		}
+		var r meter.Record
+		if e := meter.DecodeRecord(data, &r); e != nil {
+			err = fmt.Errorf("store: decoding usage %q: %w", k, e)
+			return false
+		}
+		if !r.Open() && r.End.Before(cutoff) {
+			doomed = append(doomed, k)
+		}
+		seen++
+		last = k
+		return seen < limit
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	if seen < limit {
+		last = "" // the scan reached cutoff or the end
+	}
+	for _, k := range doomed {
+		if err := tx.DeleteRaw(KindUsage, k); err != nil {
+			return 0, "", err
+		}
+	}
+	return len(doomed), last, nil
+}
+
+// SplitUsage ends the open record of the run keyed run at at and opens
+// the run's next record from at, in tx, when reprice, given the open
+// record (cur, not to be changed) and that next record (a copy of it from
+// at), sets new prices on next and returns true: a run whose price
+// changed is charged each price for its own part. It returns false,
+// changing nothing, when reprice does, when the run has no open record,
+// or when that record started at or after at.
+func SplitUsage(tx WriteTx, run string, at time.Time, reprice func(cur, next *meter.Record) bool) (bool, error) {
+	r, _, ok, err := openRecord(tx, run)
+	if err != nil || !ok || !r.Start.Before(at) {
+		return false, err
+	}
+	next := r
+	next.Path = slices.Clone(r.Path)
+	next.Start, next.RunStart = at, r.Run()
+	if !reprice(&r, &next) {
+		return false, nil
+	}
+	r.End = at
+	if err := addUsageTotal(tx, &r); err != nil {
+		return false, err
+	}
+	if err := PutUsage(tx, &r); err != nil {
+		return false, err
+	}
+	return true, PutUsage(tx, &next)
 }

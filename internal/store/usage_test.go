@@ -1,11 +1,14 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/meter"
@@ -164,4 +167,175 @@ func BenchmarkUsageRecordSize(b *testing.B) {
 		b.ReportMetric(float64(read.Nanoseconds())/n, "read-ns/record")
 		st.Close()
 	}
+}
+
+// TestScanUsageWindow: the window scan visits exactly the records whose
+// interval meets the window (checked against a naive filter of all of
+// them), on both stores: short and long closed records, open ones started
+// long before the window (found through the open index), and, in a second
+// store, a record written as JSON before the stored form (which makes every
+// scan read from the first record).
+func TestScanUsageWindow(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st testStore, _ func() testStore) { testScanUsageWindow(t, st, false) })
+	forEachStore(t, func(t *testing.T, st testStore, _ func() testStore) { testScanUsageWindow(t, st, true) })
+}
+
+func testScanUsageWindow(t *testing.T, st testStore, oldJSON bool) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var all []meter.Record
+	for i := range 240 { // one an hour for 10 days
+		r := usageRecord(fmt.Sprintf("t%d", i%3), fmt.Sprintf("w%d", i), 0, t0.Add(time.Duration(i)*time.Hour))
+		switch {
+		case i%50 == 0:
+			// open
+		case i%17 == 0:
+			r.End = r.Start.Add(5 * 24 * time.Hour) // long
+		default:
+			r.End = r.Start.Add(time.Duration(1+i%5) * time.Hour)
+		}
+		all = append(all, r)
+	}
+	err := st.Update(ctx, func(tx WriteTx) error {
+		if oldJSON { // a closed record from before the stored form, with no span noted
+			old := usageRecord("t0", "old", 0, t0.Add(-30*24*time.Hour))
+			old.End = t0.Add(6 * 24 * time.Hour)
+			data, _ := json.Marshal(old)
+			if err := tx.PutRaw(KindUsage, UsageKey(old.Start, old.Workload, 0), data); err != nil {
+				return err
+			}
+			all = append(all, old)
+		}
+		for i := range all {
+			if oldJSON && all[i].Workload == "t0/old" {
+				continue
+			}
+			if err := PutUsage(tx, &all[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range [][2]time.Duration{{0, 240 * time.Hour}, {100 * time.Hour, 101 * time.Hour}, {200 * time.Hour, 300 * time.Hour},
+		{-40 * 24 * time.Hour, -10 * time.Hour}, {7 * 24 * time.Hour, 8 * 24 * time.Hour}, {239 * time.Hour, 1000 * time.Hour}} {
+		since, until := t0.Add(w[0]), t0.Add(w[1])
+		want := map[string]bool{}
+		for _, r := range all {
+			if _, _, ok := r.Span(since, until); ok {
+				want[UsageKey(r.Start, r.Workload, r.Replica)] = true
+			}
+		}
+		got := map[string]bool{}
+		err := st.View(ctx, func(tx ReadTx) error {
+			return ScanUsageWindow(tx, since, until, func(v *meter.RecordView) bool {
+				r := v.Record()
+				k := UsageKey(r.Start, r.Workload, r.Replica)
+				if got[k] {
+					t.Errorf("%s visited twice", k)
+				}
+				got[k] = true
+				return true
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("window %v: (-want +got):\n%s", w, d)
+		}
+	}
+}
+
+// TestSplitUsage: a run split twice has three contiguous records, one
+// open index entry pointing at the last, CloseRun closes that last one,
+// and window scans find each part once (the open part through the open
+// index when it started before the scan's first key). On both stores.
+func TestSplitUsage(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st testStore, _ func() testStore) {
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		day := 24 * time.Hour
+		w := &Workload{Tenant: "t", State: StateRunning, Spec: workload.Spec{Name: "spot", Replicas: 1, GPUs: 1000},
+			Running: &workload.Assignment{StartedAt: t0, Replicas: []workload.Replica{{Node: "n1", GPUs: []int{0}, Milli: 1000}}}}
+		run := UsageKey(t0, "t/spot", 0)
+		price := 1.0
+		reprice := func(_, r *meter.Record) bool { price++; r.UnitPrice = price; return true }
+		err := st.Update(ctx, func(tx WriteTx) error {
+			r := usageRecord("t", "spot", 0, t0)
+			r.GPUs, r.UnitPrice = 1000, 1
+			if err := PutUsage(tx, &r); err != nil {
+				return err
+			}
+			short := usageRecord("t", "short", 0, t0.Add(10*day)) // a short closed record: the longest span is an hour
+			short.End = short.Start.Add(time.Hour)
+			if err := PutUsage(tx, &short); err != nil {
+				return err
+			}
+			for _, at := range []time.Duration{8 * day, 9 * day} {
+				if ok, err := SplitUsage(tx, run, t0.Add(at), reprice); err != nil || !ok {
+					return fmt.Errorf("split at %v: %v %v", at, ok, err)
+				}
+			}
+			if ok, err := SplitUsage(tx, run, t0.Add(9*day), reprice); ok || err != nil { // not after the open part's start
+				return fmt.Errorf("split again at the same time: %v %v", ok, err)
+			}
+			if ok, _ := SplitUsage(tx, run, t0.Add(9*day+time.Hour), func(_, _ *meter.Record) bool { return false }); ok {
+				return fmt.Errorf("split though reprice declined")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		visits := func(since, until time.Duration) map[float64]int {
+			got := map[float64]int{}
+			st.View(ctx, func(tx ReadTx) error {
+				return ScanUsageWindow(tx, t0.Add(since), t0.Add(until), func(v *meter.RecordView) bool {
+					if string(v.Workload) == "t/spot" {
+						got[v.UnitPrice]++
+					}
+					return true
+				})
+			})
+			return got
+		}
+		if d := cmp.Diff(map[float64]int{1: 1, 2: 1, 3: 1}, visits(0, 20*day)); d != "" {
+			t.Errorf("whole window (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff(map[float64]int{3: 1}, visits(12*day, 13*day)); d != "" {
+			t.Errorf("late window, the open part only (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff(map[float64]int{1: 1}, visits(7*day, 7*day+time.Hour)); d != "" {
+			t.Errorf("window in the first part (-want +got):\n%s", d)
+		}
+		end := t0.Add(11 * day)
+		err = st.Update(ctx, func(tx WriteTx) error { return CloseRun(tx, w, end) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []meter.Record
+		open := 0
+		var totals []UsageTotal
+		st.View(ctx, func(tx ReadTx) error {
+			ScanUsage(tx, "", end, func(_ string, r *meter.Record) bool {
+				if r.Workload == "t/spot" {
+					parts = append(parts, *r)
+				}
+				return true
+			})
+			OpenUsage(tx, func(string, string, time.Time) bool { open++; return true })
+			totals, _ = UsageTotals(tx, end)
+			return nil
+		})
+		if len(parts) != 3 || open != 0 || !parts[2].End.Equal(end) || !parts[1].Start.Equal(parts[0].End) || !parts[2].RunStart.Equal(t0) {
+			t.Errorf("after CloseRun: %d open, parts %+v", open, parts)
+		}
+		// 8 days at 1, 1 at 2, 2 at 3 (1 GPU); the short record was
+		// written closed (not closed here): it is in no total.
+		want := 24.0 * (8*1 + 1*2 + 2*3)
+		if len(totals) != 1 || totals[0].Cost < want-1e-6 || totals[0].Cost > want+1e-6 {
+			t.Errorf("totals %+v, want cost %v", totals, want)
+		}
+	})
 }
