@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -194,7 +195,11 @@ type WorkloadSpec struct {
 	Priority           string            `json:"priority,omitempty" yaml:"priority"`
 	Preemptible        bool              `json:"preemptible,omitempty" yaml:"preemptible"`
 	GPUs               GPUs              `json:"gpus" yaml:"gpus"`
-	Replicas           int               `json:"replicas,omitempty" yaml:"replicas"`
+	// Replicas is a number, or in the mapping form {min, max, step} the
+	// bounds of an elastic workload (Elastic; Replicas is then its current
+	// size, min until it runs).
+	Replicas           int               `json:"replicas,omitempty" yaml:"replicas,or=Elastic"`
+	Elastic            *ElasticSpec      `json:"-" yaml:"-"`
 	CPUMilli           int64             `json:"cpu_milli,omitempty" yaml:"cpu_milli"`
 	MemoryMiB          int64             `json:"memory_mib,omitempty" yaml:"memory_mib"`
 	Flavors            []string          `json:"flavors" yaml:"flavors"`
@@ -209,6 +214,69 @@ type WorkloadSpec struct {
 	Labels             map[string]string `json:"labels,omitempty" yaml:"labels"`
 	// Command is what the node agents run for each replica (optional).
 	Command *Command `json:"command,omitempty" yaml:"command"`
+}
+
+// ElasticSpec is the mapping form of replicas: an elastic workload's
+// bounds (see workload.Elastic).
+type ElasticSpec struct {
+	Min  int `json:"min" yaml:"min"`
+	Max  int `json:"max" yaml:"max"`
+	Step int `json:"step,omitempty" yaml:"step"`
+}
+
+// UnmarshalJSON reads replicas as a number or as {min, max, step}, and
+// refuses unknown fields (as the server's decoder does).
+func (s *WorkloadSpec) UnmarshalJSON(b []byte) error {
+	type plain WorkloadSpec
+	var aux struct {
+		*plain
+		Replicas json.RawMessage `json:"replicas,omitempty"`
+		Current  int             `json:"current_replicas,omitempty"`
+	}
+	aux.plain = (*plain)(s)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&aux); err != nil {
+		return err
+	}
+	s.Replicas, s.Elastic = aux.Current, nil
+	r := bytes.TrimSpace(aux.Replicas)
+	switch {
+	case len(r) == 0 || string(r) == "null":
+	case r[0] == '{':
+		var e ElasticSpec
+		d := json.NewDecoder(bytes.NewReader(r))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&e); err != nil {
+			return fmt.Errorf("replicas: want a number or {min, max, step}: %v", err)
+		}
+		s.Elastic = &e
+	default:
+		if aux.Current != 0 {
+			return fmt.Errorf("current_replicas: only an elastic workload (replicas: {min, max}) has one")
+		}
+		if err := json.Unmarshal(r, &s.Replicas); err != nil {
+			return fmt.Errorf("replicas: want a number or {min, max, step}, got %s", r)
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes replicas as a number, or for an elastic workload as
+// {min, max, step} with its current size in current_replicas.
+func (s WorkloadSpec) MarshalJSON() ([]byte, error) {
+	type plain WorkloadSpec
+	aux := struct {
+		plain
+		Replicas any `json:"replicas,omitempty"`
+		Current  int `json:"current_replicas,omitempty"`
+	}{plain: plain(s)}
+	if s.Elastic != nil {
+		aux.Replicas, aux.Current = s.Elastic, s.Replicas
+	} else if s.Replicas != 0 {
+		aux.Replicas = s.Replicas
+	}
+	return json.Marshal(aux)
 }
 
 // Bounds of a workload's fields.
@@ -238,6 +306,11 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 		Regions: s.Regions, Pools: s.Pools, ExpectedRuntime: time.Duration(s.ExpectedRuntime),
 		CheckpointInterval: time.Duration(s.CheckpointInterval), GracePeriod: time.Duration(s.GracePeriod),
 		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
+	}
+	if e := s.Elastic; e != nil {
+		// A submission starts at min whatever current size it names:
+		// growth is the core's to give, as borrowing.
+		out.Elastic, out.Replicas = &workload.Elastic{Min: e.Min, Max: e.Max, Step: e.Step}, 0
 	}
 	out.Defaults(s.Priority != "")
 	for _, f := range s.Flavors {
@@ -317,6 +390,9 @@ func SpecFrom(s workload.Spec) WorkloadSpec {
 		Topology: s.Topology.String(), ExpectedRuntime: Duration(s.ExpectedRuntime),
 		CheckpointInterval: Duration(s.CheckpointInterval), GracePeriod: Duration(s.GracePeriod),
 		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
+	}
+	if e := s.Elastic; e != nil {
+		out.Elastic = &ElasticSpec{Min: e.Min, Max: e.Max, Step: e.Step}
 	}
 	for _, f := range s.Flavors {
 		out.Flavors = append(out.Flavors, string(f))
