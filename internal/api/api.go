@@ -189,12 +189,12 @@ func (d *Duration) UnmarshalYAMLScalar(s string) error {
 // kind batch, priority normal, replicas 1, topology any. The YAML form
 // (`arbiter workload submit -f job.yaml`) uses the same names.
 type WorkloadSpec struct {
-	Name               string            `json:"name" yaml:"name"`
-	Tenant             string            `json:"tenant,omitempty" yaml:"tenant"`
-	Kind               string            `json:"kind,omitempty" yaml:"kind"`
-	Priority           string            `json:"priority,omitempty" yaml:"priority"`
-	Preemptible        bool              `json:"preemptible,omitempty" yaml:"preemptible"`
-	GPUs               GPUs              `json:"gpus" yaml:"gpus"`
+	Name        string `json:"name" yaml:"name"`
+	Tenant      string `json:"tenant,omitempty" yaml:"tenant"`
+	Kind        string `json:"kind,omitempty" yaml:"kind"`
+	Priority    string `json:"priority,omitempty" yaml:"priority"`
+	Preemptible bool   `json:"preemptible,omitempty" yaml:"preemptible"`
+	GPUs        GPUs   `json:"gpus" yaml:"gpus"`
 	// Replicas is a number, or in the mapping form {min, max, step} the
 	// bounds of an elastic workload (Elastic; Replicas is then its current
 	// size, min until it runs).
