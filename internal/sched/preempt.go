@@ -446,7 +446,7 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 		}
 		var why string
 		if v.class == vShrink {
-			s.noteShrink(v.run, shrinkNote{by: cl.w.Name, why: fmt.Sprintf("gives growth back to %s %s workload %s (elastic: shrinks before anything is preempted)", s.tree.Tenants[cl.tenant].Name, cl.w.Priority, cl.w.Name)})
+			s.noteShrink(v.run, shrinkNote{by: cl.w.Name, why: fmt.Sprintf("gives growth back to %s (tenant %s, %s): elastic work shrinks before anything else is preempted", cl.w.Name, s.tree.Tenants[cl.tenant].Name, cl.w.Priority)})
 			s.claimShrunk = true
 			s.evict(v.run)
 			continue
