@@ -33,7 +33,7 @@ func Apply(ws []*workload.Workload, p Plan, now time.Time) []*workload.Workload 
 			c.Replicas = c.MinReplicas()
 		}
 		if x, ok := resized[w.Name]; ok && c.Running != nil {
-			c.Running, c.Replicas = Resized(c.Running, x), x.To
+			c.Running, c.Replicas = Resized(c.Running, x, now), x.To
 		}
 		if ps, ok := placed[w.Name]; ok {
 			c.Running = Assignment(ps, now)

@@ -34,10 +34,10 @@ func (p Plan) Placed() []Placed {
 }
 
 // Resized is a's assignment after resize r: the highest replicas removed
-// (a shrink) or r.Add appended (a growth). a is not changed (a Cache's
-// contract): the result is a new Assignment. Every applier resizes
-// through it.
-func Resized(a *workload.Assignment, r Resize) *workload.Assignment {
+// (a shrink) or r.Add appended, started at now (a growth). a is not
+// changed (a Cache's contract): the result is a new Assignment. Every
+// applier resizes through it.
+func Resized(a *workload.Assignment, r Resize, now time.Time) *workload.Assignment {
 	if a == nil {
 		return nil
 	}
@@ -49,7 +49,7 @@ func Resized(a *workload.Assignment, r Resize) *workload.Assignment {
 	}
 	c.Replicas = slices.Grow(slices.Clone(a.Replicas), len(r.Add))
 	for _, x := range r.Add {
-		c.Replicas = append(c.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli)})
+		c.Replicas = append(c.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli), Since: now})
 	}
 	return &c
 }

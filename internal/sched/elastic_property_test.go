@@ -195,7 +195,7 @@ func propShrinkFirst(in Input) (int, error) {
 	for i, w := range runningW {
 		c := *w
 		if w.Elastic != nil && !w.Running.OnReservation && len(w.Running.Replicas) > w.Elastic.Min {
-			c.Running = Resized(w.Running, Resize{From: len(w.Running.Replicas), To: w.Elastic.Min})
+			c.Running = Resized(w.Running, Resize{From: len(w.Running.Replicas), To: w.Elastic.Min}, in.Now)
 			c.Replicas = w.Elastic.Min
 		}
 		trimmed[i] = &c

@@ -57,7 +57,7 @@ func metering(wd *world, spotPrices []sched.SpotPrice) store.Metering {
 		for i, rep := range a.Replicas {
 			r := meter.Record{Workload: w.Key(), Replica: i, Tenant: w.Tenant, TenantRev: created[w.Tenant], Path: pathOf(w.Tenant),
 				Kind: w.Spec.Kind.String(), Class: w.Spec.Labels["class"], Preemptible: w.Spec.Preemptible, Model: a.Flavor, Region: a.Region, Node: rep.Node,
-				GPUs: meter.ReplicaGPUs(rep, w.Spec.GPUs), Start: a.StartedAt, Charge: charge}
+				GPUs: meter.ReplicaGPUs(rep, w.Spec.GPUs), Start: a.ReplicaStart(i), Charge: charge}
 			if n, ok := wd.Fleet.Node(rep.Node); ok && n.SKU != nil {
 				r.SKU = n.SKU.Name
 				r.UnitPrice, r.ListPrice = prices.Unit(n.SKU, a.Region, charge)

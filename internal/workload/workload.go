@@ -316,6 +316,18 @@ type Replica struct {
 	// one index and Milli < 1000.
 	GPUs  []int             `yaml:"gpus"`
 	Milli resource.MilliGPU `yaml:"milli"` // per GPU
+	// Since is when the replica started, for one an elastic workload grew
+	// by after its run started; zero: with the run (Assignment.StartedAt).
+	Since time.Time `yaml:"since" json:",omitzero"`
+}
+
+// ReplicaStart is when replica i of the run started (Replica.Since, or
+// the run's StartedAt).
+func (a *Assignment) ReplicaStart(i int) time.Time {
+	if i >= 0 && i < len(a.Replicas) && !a.Replicas[i].Since.IsZero() {
+		return a.Replicas[i].Since
+	}
+	return a.StartedAt
 }
 
 // Assignment is where a running workload sits.
