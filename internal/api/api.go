@@ -239,8 +239,14 @@ func (s *WorkloadSpec) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&aux); err != nil {
 		return err
 	}
-	s.Replicas, s.Elastic = aux.Current, nil
-	r := bytes.TrimSpace(aux.Replicas)
+	return s.setReplicas(aux.Replicas, aux.Current)
+}
+
+// setReplicas sets Replicas and Elastic from the replicas field as
+// written (a number, or {min, max, step}) and current_replicas.
+func (s *WorkloadSpec) setReplicas(raw json.RawMessage, current int) error {
+	s.Replicas, s.Elastic = current, nil
+	r := bytes.TrimSpace(raw)
 	switch {
 	case len(r) == 0 || string(r) == "null":
 	case r[0] == '{':
@@ -252,7 +258,7 @@ func (s *WorkloadSpec) UnmarshalJSON(b []byte) error {
 		}
 		s.Elastic = &e
 	default:
-		if aux.Current != 0 {
+		if current != 0 {
 			return fmt.Errorf("current_replicas: only an elastic workload (replicas: {min, max}) has one")
 		}
 		if err := json.Unmarshal(r, &s.Replicas); err != nil {
@@ -260,6 +266,18 @@ func (s *WorkloadSpec) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// replicasOut is the replicas field as written (a number, or an elastic
+// workload's bounds) and current_replicas (an elastic workload's size).
+func (s *WorkloadSpec) replicasOut() (any, int) {
+	if s.Elastic != nil {
+		return s.Elastic, s.Replicas
+	}
+	if s.Replicas != 0 {
+		return s.Replicas, 0
+	}
+	return nil, 0
 }
 
 // MarshalJSON writes replicas as a number, or for an elastic workload as
@@ -271,11 +289,7 @@ func (s WorkloadSpec) MarshalJSON() ([]byte, error) {
 		Replicas any `json:"replicas,omitempty"`
 		Current  int `json:"current_replicas,omitempty"`
 	}{plain: plain(s)}
-	if s.Elastic != nil {
-		aux.Replicas, aux.Current = s.Elastic, s.Replicas
-	} else if s.Replicas != 0 {
-		aux.Replicas = s.Replicas
-	}
+	aux.Replicas, aux.Current = s.replicasOut()
 	return json.Marshal(aux)
 }
 
@@ -447,6 +461,42 @@ type Workload struct {
 	EndReason string        `json:"end_reason,omitempty"`
 }
 
+// MarshalJSON writes the workload with its spec's replicas as
+// WorkloadSpec.MarshalJSON does (the spec's methods would otherwise
+// stand for the whole workload, being promoted).
+func (w Workload) MarshalJSON() ([]byte, error) {
+	type plain Workload
+	aux := struct {
+		plain
+		// Fields that shadow the spec's promoted methods, so that the
+		// encoder reads this struct's fields.
+		MarshalJSON   struct{} `json:"-"`
+		UnmarshalJSON struct{} `json:"-"`
+		Replicas      any      `json:"replicas,omitempty"`
+		Current       int      `json:"current_replicas,omitempty"`
+	}{plain: plain(w)}
+	aux.Replicas, aux.Current = w.replicasOut()
+	return json.Marshal(aux)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (unknown fields are
+// ignored: this is an answer, not a request).
+func (w *Workload) UnmarshalJSON(b []byte) error {
+	type plain Workload
+	var aux struct {
+		*plain
+		MarshalJSON   struct{}        `json:"-"`
+		UnmarshalJSON struct{}        `json:"-"`
+		Replicas      json.RawMessage `json:"replicas,omitempty"`
+		Current       int             `json:"current_replicas,omitempty"`
+	}
+	aux.plain = (*plain)(w)
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	return w.setReplicas(aux.Replicas, aux.Current)
+}
+
 // ReplicaExit is the exit code an agent reported for a replica.
 type ReplicaExit struct {
 	Replica int `json:"replica"`
@@ -514,6 +564,13 @@ type Why struct {
 	Blockers json.RawMessage `json:"blockers,omitempty"`
 	// PlanRevision is the store revision the last cycle looked at.
 	PlanRevision int64 `json:"plan_revision"`
+	// Replicas, MinReplicas and MaxReplicas are a running elastic
+	// workload's size and bounds, NotLarger why the last cycle did not
+	// grow it (absent for fixed workloads).
+	Replicas    int    `json:"replicas,omitempty"`
+	MinReplicas int    `json:"min_replicas,omitempty"`
+	MaxReplicas int    `json:"max_replicas,omitempty"`
+	NotLarger   string `json:"not_larger,omitempty"`
 	// Effects are the policy actions in force on the workload (see
 	// Workload.Effects).
 	Effects []Effect `json:"effects,omitempty"`

@@ -106,3 +106,29 @@ func FuzzWorkloadSpecJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestWorkloadJSON: a workload's JSON is all of it (the spec's JSON
+// methods, promoted, must not stand for the whole), with an elastic spec's
+// replicas in the mapping form, and reads back.
+func TestWorkloadJSON(t *testing.T) {
+	w := Workload{WorkloadSpec: WorkloadSpec{Name: "serve", GPUs: 1000, Replicas: 3, Elastic: &ElasticSpec{Min: 1, Max: 4}}, State: "Running", Revision: 7,
+		Running: &Assignment{Flavor: "T4"}}
+	b, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"state":"Running"`, `"revision":7`, `"replicas":{"min":1,"max":4}`, `"current_replicas":3`, `"name":"serve"`, `"flavor":"T4"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s: no %s", b, want)
+		}
+	}
+	var back Workload
+	if err := json.Unmarshal(b, &back); err != nil || back.State != "Running" || back.Revision != 7 || back.Replicas != 3 || back.Elastic == nil || back.Elastic.Max != 4 || back.Running == nil {
+		t.Errorf("read back %+v, %v", back, err)
+	}
+	fixed := Workload{WorkloadSpec: WorkloadSpec{Name: "f", Replicas: 2}, State: "Pending"}
+	b, _ = json.Marshal(fixed)
+	if !strings.Contains(string(b), `"replicas":2`) || strings.Contains(string(b), "current_replicas") || !strings.Contains(string(b), `"state":"Pending"`) {
+		t.Errorf("fixed workload: %s", b)
+	}
+}

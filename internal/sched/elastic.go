@@ -116,6 +116,19 @@ func (s *snapshot) evictGrowth(i int, note shrinkNote) {
 	}
 }
 
+// stepsAbove is how many growth steps giving back growth run e gives
+// back: it and the live ones above it.
+func (s *snapshot) stepsAbove(e int) int {
+	r := &s.run[e]
+	n := 0
+	for _, x := range s.exts[int(r.parent)] {
+		if xr := &s.run[x]; xr.group >= r.group && !xr.evicted {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *snapshot) noteShrink(run int, note shrinkNote) {
 	if s.shrinks == nil {
 		s.shrinks = map[int]shrinkNote{}

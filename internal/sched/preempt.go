@@ -46,7 +46,7 @@ const (
 
 type cost struct {
 	evicts     bool // any victim is evicted (not only growth given back)
-	shrinks    int  // growth steps given back
+	shrinks    int  // growth steps given back (with those above them)
 	nonReclaim int
 	inside     int // vReclaimInside victims: outsiders' borrowing is reclaimed first
 	maxPrio    int
@@ -222,7 +222,7 @@ func (s *snapshot) costOf(vs []victim) cost {
 	c := cost{maxPrio: -1}
 	for _, v := range vs {
 		if v.class == vShrink {
-			c.shrinks++
+			c.shrinks += s.stepsAbove(v.run)
 			continue
 		}
 		c.evicts = true
