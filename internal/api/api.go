@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -237,9 +238,36 @@ func (s *WorkloadSpec) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&aux); err != nil {
-		return err
+		return fieldError(err, "")
 	}
 	return s.setReplicas(aux.Replicas, aux.Current)
+}
+
+// fieldError names a type error's field as the request wrote it: without
+// the decoding helper's embedded struct, under prefix.
+func fieldError(err error, prefix string) error {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		c := *typ
+		c.Field = prefix + strings.TrimPrefix(c.Field, "plain.")
+		return &c
+	}
+	return err
+}
+
+// jsonKind names the kind of a JSON value by its first byte.
+func jsonKind(r []byte) string {
+	switch r[0] {
+	case '"':
+		return "string"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	case '{':
+		return "object"
+	}
+	return "number"
 }
 
 // setReplicas sets Replicas and Elastic from the replicas field as
@@ -254,6 +282,9 @@ func (s *WorkloadSpec) setReplicas(raw json.RawMessage, current int) error {
 		d := json.NewDecoder(bytes.NewReader(r))
 		d.DisallowUnknownFields()
 		if err := d.Decode(&e); err != nil {
+			if err = fieldError(err, "replicas."); errors.As(err, new(*json.UnmarshalTypeError)) {
+				return err
+			}
 			return fmt.Errorf("replicas: want a number or {min, max, step}: %v", err)
 		}
 		s.Elastic = &e
@@ -262,7 +293,7 @@ func (s *WorkloadSpec) setReplicas(raw json.RawMessage, current int) error {
 			return fmt.Errorf("current_replicas: only an elastic workload (replicas: {min, max}) has one")
 		}
 		if err := json.Unmarshal(r, &s.Replicas); err != nil {
-			return fmt.Errorf("replicas: want a number or {min, max, step}, got %s", r)
+			return &json.UnmarshalTypeError{Value: jsonKind(r), Type: reflect.TypeFor[int](), Field: "replicas"}
 		}
 	}
 	return nil
@@ -492,7 +523,7 @@ func (w *Workload) UnmarshalJSON(b []byte) error {
 	}
 	aux.plain = (*plain)(w)
 	if err := json.Unmarshal(b, &aux); err != nil {
-		return err
+		return fieldError(err, "")
 	}
 	return w.setReplicas(aux.Replicas, aux.Current)
 }

@@ -80,7 +80,7 @@ func orphanUsage(tx store.ReadTx, wd *world) ([]string, error) {
 	}
 	err := store.OpenUsage(tx, func(k, wkey string, start time.Time) bool {
 		x := byKey[wkey]
-		if x == nil || x.State != store.StateRunning || x.Running == nil || !x.Running.StartedAt.Equal(start) {
+		if x == nil || x.State != store.StateRunning || x.Running == nil || !x.Running.HasStart(start) {
 			keys = append(keys, k)
 		}
 		return true

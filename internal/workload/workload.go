@@ -321,6 +321,19 @@ type Replica struct {
 	Since time.Time `yaml:"since" json:",omitzero"`
 }
 
+// HasStart reports whether some replica of the run started at t.
+func (a *Assignment) HasStart(t time.Time) bool {
+	if a.StartedAt.Equal(t) {
+		return true
+	}
+	for _, r := range a.Replicas {
+		if r.Since.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // ReplicaStart is when replica i of the run started (Replica.Since, or
 // the run's StartedAt).
 func (a *Assignment) ReplicaStart(i int) time.Time {
