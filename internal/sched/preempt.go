@@ -13,13 +13,17 @@ import (
 // the claimant fit where it will go: the same node for a replica, the same
 // block for a gang. Cost, compared in order:
 //
+//  0. whether any victim is evicted: a set that only gives elastic
+//     workloads' growth back (vShrink, elastic.go) is cheaper than any
+//     that evicts, so growth goes before anything else is preempted;
 //  1. victims that are not reclaimed borrowers (reclaiming borrowed
 //     capacity for a claimant within its guarantee, or evicting
 //     preemptible work from the claimant's own reservation, costs nothing
 //     here);
 //  2. the highest priority class among the victims;
 //  3. work lost since the victims' last checkpoints, in GPU-seconds;
-//  4. the number of victims.
+//  4. the number of victims;
+//  5. the growth steps given back (with the steps above them).
 //
 // A workload is an allowed victim when it is preemptible, of lower priority
 // than the claimant, and either of the claimant's tenant or borrowing; or
