@@ -768,8 +768,9 @@ func (s *Sim) spotPrices() {
 		if spot.Evicts(s.metrics.spot[s.nodeKey[n.Index]], j.w.MaxPrice) {
 			s.metrics.spotEvicted(j)
 			lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
+			rate := j.rate()
 			s.release(j)
-			j.remaining += time.Duration(lost * float64(time.Second))
+			j.remaining += time.Duration(lost * rate * float64(time.Second))
 			j.requeued()
 			s.dirty = true
 		}
