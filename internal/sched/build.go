@@ -91,6 +91,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		}
 	}
 	s.classifyBorrowers()
+	s.classifyGrowth()
 	s.classifyCover()
 	return s, conflicts
 }
@@ -161,8 +162,8 @@ func (s *snapshot) classifyBorrowers() {
 			continue
 		}
 		if r.group > 0 {
-			// Growth is borrowing, always, and comes after all of the
-			// tenant's other work.
+			// Growth comes after all of the tenant's other work
+			// (classifyGrowth).
 			r.borrows = true
 			continue
 		}

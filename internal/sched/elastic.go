@@ -17,11 +17,15 @@ import (
 //
 //   - In the snapshot, a running elastic workload's first Min replicas are
 //     its run (group 0) and each further Step of replicas, highest last, a
-//     growth run of its own (group 1, 2, ...; splitGrowth). Growth runs are
-//     beyond every guarantee (borrows), covered by none, and count toward
-//     quota usage, but not toward the limits and guarantees pending work is
-//     admitted against (extUsage): growth never keeps pending work out.
-//   - Any claim may take growth back (victim class vShrink, cheapest of
+//     growth run of its own (group 1, 2, ...; splitGrowth). Growth counts
+//     toward quota usage, but not toward the limits and guarantees pending
+//     work is admitted against (extUsage): growth never keeps the tenant's
+//     own pending work out. Growth is classified after all of its tenant's
+//     other work (classifyGrowth): what the tenant's guarantee still covers
+//     is protected from other tenants' claims as work within a guarantee
+//     is; the rest borrows. No ancestor's guarantee covers growth.
+//   - The tenant's own claims may take any of its growth back, and any
+//     claim the growth that borrows (victim class vShrink, cheapest of
 //     all): a victim set that only shrinks is cheaper than any that evicts,
 //     so the core shrinks elastic workloads, down to Min, before it
 //     preempts anything else. Giving a step back gives back every step
@@ -98,6 +102,54 @@ func distinctNodes(reps []replicaAt) []int {
 		}
 	}
 	return out
+}
+
+// classifyGrowth marks the growth runs that their tenant's guarantee
+// still covers after all its other work there: a tenant's growth on one
+// quota entry is taken by priority, then name, then step, on top of its
+// other runs; what stays within the guarantee is not borrowing (other
+// tenants' claims may not take it; the tenant's own may). Called after
+// classifyBorrowers.
+func (s *snapshot) classifyGrowth() {
+	if s.exts == nil {
+		return
+	}
+	type key struct{ tenant, entry int }
+	used := map[key]resource.MilliGPU{}
+	var growth []int
+	for i := range s.run {
+		r := &s.run[i]
+		if r.onRes || r.entry < 0 {
+			continue
+		}
+		if r.group > 0 {
+			growth = append(growth, i)
+			continue
+		}
+		used[key{r.tenant, r.entry}] = used[key{r.tenant, r.entry}].Add(r.total)
+	}
+	slices.SortFunc(growth, func(a, b int) int {
+		ra, rb := &s.run[a], &s.run[b]
+		if ra.tenant != rb.tenant {
+			return ra.tenant - rb.tenant
+		}
+		if ra.entry != rb.entry {
+			return ra.entry - rb.entry
+		}
+		if ra.prio != rb.prio {
+			return int(rb.prio - ra.prio)
+		}
+		if c := strings.Compare(string(ra.w.Name), string(rb.w.Name)); c != 0 {
+			return c
+		}
+		return int(ra.group - rb.group)
+	})
+	for _, i := range growth {
+		r := &s.run[i]
+		k := key{r.tenant, r.entry}
+		used[k] = used[k].Add(r.total)
+		r.borrows = used[k] > s.tree.Tenants[r.tenant].Quotas[r.entry].Guaranteed
+	}
 }
 
 // evictGrowth gives back the growth runs of the workload of run i above

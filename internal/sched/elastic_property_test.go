@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
@@ -100,7 +102,7 @@ func TestElasticProperties(t *testing.T) {
 					grew++
 				}
 			}
-			for _, prop := range append(slices.Clip(coreProps), property{"elastic-bounds", propElasticBounds}) {
+			for _, prop := range append(slices.Clip(coreProps), property{"elastic-bounds", propElasticBounds}, property{"growth-guarantee", propGrowthGuarantee}) {
 				if err := prop.fn(c.in, plan); err != nil {
 					t.Errorf("seed %d %s: %s: %v", seed, c.name, prop.name, err)
 				}
@@ -175,12 +177,38 @@ func propElasticBounds(in Input, p Plan) error {
 	return nil
 }
 
+// propGrowthGuarantee: growth its tenant's guarantee covers (keptGrowth)
+// is given back only to the tenant's own claims (or a failed node).
+func propGrowthGuarantee(in Input, p Plan) error {
+	var running []*workload.Workload
+	byName := map[workload.ID]*workload.Workload{}
+	for _, w := range in.Workloads {
+		byName[w.Name] = w
+		if w.Running != nil {
+			running = append(running, w)
+		}
+	}
+	kept := keptGrowth(in, running)
+	for _, r := range p.Resizes {
+		w, by := byName[r.Workload], byName[r.By]
+		if !r.Shrink() || by == nil || by.Tenant == w.Tenant {
+			continue
+		}
+		if r.To < w.MinReplicas()+kept[w.Name] {
+			return fmt.Errorf("%s of tenant %s gave %s (tenant %s) %d -> %d, below the %d its guarantee covers", by.Name, by.Tenant, w.Name, w.Tenant, r.From, r.To, w.MinReplicas()+kept[w.Name])
+		}
+	}
+	return nil
+}
+
 // propShrinkFirst: elastic work shrinks before anything else is
-// preempted. For each pending workload alone: when it fits with every
-// elastic workload's growth taken away (the growth's capacity idle, the
-// rest as it is) without preempting anything, then with the growth in
-// place it is placed too, and evicts nothing: it only takes growth back.
-// It returns how many claims needed growth back.
+// preempted. For each pending workload alone: when it fits without
+// preempting anything in the world where the growth it may take is gone
+// (its capacity idle, the rest as it is), then with the growth in place it
+// is placed too, and evicts nothing: it only takes growth back. A claim
+// may take its own tenant's growth and, of other tenants, the growth
+// beyond their guarantee (keptGrowth). It returns how many claims needed
+// growth back.
 func propShrinkFirst(in Input) (int, error) {
 	var runningW, pending []*workload.Workload
 	for _, w := range in.Workloads {
@@ -190,21 +218,26 @@ func propShrinkFirst(in Input) (int, error) {
 			pending = append(pending, w)
 		}
 	}
-	// The same running work without its growth.
-	trimmed := make([]*workload.Workload, len(runningW))
-	for i, w := range runningW {
-		c := *w
-		if w.Elastic != nil && !w.Running.OnReservation && len(w.Running.Replicas) > w.Elastic.Min {
-			c.Running = Resized(w.Running, Resize{From: len(w.Running.Replicas), To: w.Elastic.Min}, in.Now)
-			c.Replicas = w.Elastic.Min
-		}
-		trimmed[i] = &c
-	}
+	kept := keptGrowth(in, runningW)
 	in.Down = nil // node failures evict in both: keep to claims
 	needed := 0
 	for _, c := range pending {
+		// The same running work without the growth c may take.
+		trimmed := make([]*workload.Workload, len(runningW))
+		for i, w := range runningW {
+			cp := *w
+			if w.Elastic != nil && !w.Running.OnReservation && len(w.Running.Replicas) > w.Elastic.Min {
+				to := w.Elastic.Min
+				if w.Tenant != c.Tenant {
+					to += kept[w.Name] // what its tenant's guarantee covers stays
+				}
+				cp.Running = Resized(w.Running, Resize{From: len(w.Running.Replicas), To: to}, in.Now)
+				cp.Replicas = to
+			}
+			trimmed[i] = &cp
+		}
 		base := in
-		base.Workloads = append(slices.Clip(trimmed), c)
+		base.Workloads = append(trimmed, c)
 		p0 := Schedule(base)
 		if len(p0.Preemptions) > 0 || !placed(p0, c.Name) {
 			continue
@@ -213,7 +246,7 @@ func propShrinkFirst(in Input) (int, error) {
 		with.Workloads = append(slices.Clip(runningW), c)
 		p := Schedule(with)
 		if !placed(p, c.Name) {
-			return needed, fmt.Errorf("%s fits without the growth but is not placed with it: %s", c.Name, reasonOf(p, c.Name))
+			return needed, fmt.Errorf("%s fits without the growth it may take but is not placed with it: %s", c.Name, reasonOf(p, c.Name))
 		}
 		if len(p.Preemptions) > 0 {
 			b, _ := json.Marshal(p.Preemptions)
@@ -233,6 +266,66 @@ func propShrinkFirst(in Input) (int, error) {
 		}
 	}
 	return needed, nil
+}
+
+// keptGrowth is, per running elastic workload, how many of its growth
+// replicas its tenant's guarantee covers, computed apart from the core:
+// per tenant and quota entry, its other work first (fixed workloads whole,
+// elastic ones at their min), then the growth steps by priority, name and
+// step, while the sum stays within the guarantee.
+func keptGrowth(in Input, ws []*workload.Workload) map[workload.ID]int {
+	type key struct{ t, e int }
+	used := map[key]resource.MilliGPU{}
+	type step struct {
+		w    *workload.Workload
+		k    key
+		n    int // replicas in the step
+		step int
+	}
+	var steps []step
+	for _, w := range ws {
+		if w.Running.OnReservation {
+			continue
+		}
+		t, ok := in.Tenants.Lookup(w.Tenant)
+		if !ok {
+			continue
+		}
+		_, e, ok := in.Tenants.Entry(t, w.Running.Flavor, w.Running.Region)
+		if !ok {
+			continue
+		}
+		k := key{t, e}
+		if w.Elastic == nil {
+			used[k] += w.TotalGPUs()
+			continue
+		}
+		used[k] += w.GPUs.Mul(min(w.Elastic.Min, len(w.Running.Replicas)))
+		for i, at := 0, w.Elastic.Min; at < len(w.Running.Replicas); i, at = i+1, at+w.ReplicaStep() {
+			steps = append(steps, step{w, k, min(w.ReplicaStep(), len(w.Running.Replicas)-at), i})
+		}
+	}
+	sort.SliceStable(steps, func(i, j int) bool {
+		a, b := steps[i], steps[j]
+		if a.k != b.k {
+			return a.k.t < b.k.t || a.k.t == b.k.t && a.k.e < b.k.e
+		}
+		if a.w.Priority != b.w.Priority {
+			return a.w.Priority > b.w.Priority
+		}
+		if a.w.Name != b.w.Name {
+			return a.w.Name < b.w.Name
+		}
+		return a.step < b.step
+	})
+	out := map[workload.ID]int{}
+	for _, st := range steps {
+		used[st.k] += st.w.GPUs.Mul(st.n)
+		if used[st.k] <= in.Tenants.Tenants[st.k.t].Quotas[st.k.e].Guaranteed {
+			out[st.w.Name] += st.n
+		}
+	}
+	return out
 }
 
 func placed(p Plan, id workload.ID) bool {

@@ -87,8 +87,12 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 		return victim{}, false
 	}
 	if r.group > 0 {
-		// Growth is given back to any claim, before anything is evicted.
-		return victim{ri, vShrink}, true
+		// Growth is given back, before anything is evicted, to any claim
+		// of its tenant and, beyond its tenant's guarantee, to any claim.
+		if r.tenant == cl.tenant || r.borrows {
+			return victim{ri, vShrink}, true
+		}
+		return victim{}, false
 	}
 	if r.onRes {
 		// Work on its own reservation is a kept promise.
