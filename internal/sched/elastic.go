@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/spot"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -357,6 +358,13 @@ func (s *snapshot) growStep(i, size, step int) ([]Placement, string) {
 	r := &s.run[i]
 	w := r.w
 	c := candidate{r.key.Model, r.key.Region}
+	if spot.Bound(w) {
+		for _, p := range s.in.SpotPrices {
+			if p.Model == c.model && p.Region == c.region && spot.AdmitBound(p.PerGPUHour, p.Firm) > w.MaxPrice {
+				return nil, fmt.Sprintf("the spot price of %s in %s ($%.2f/GPU-h) is above its max price", c.model, c.region, p.PerGPUHour)
+			}
+		}
+	}
 	cl := &s.claimBuf
 	pbuf := cl.pools
 	initClaim(cl, w, r.tenant, c)

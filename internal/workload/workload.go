@@ -164,8 +164,9 @@ type Spec struct {
 // core places it as a workload of Min replicas), grows into idle capacity
 // Step replicas at a time up to Max, and on reclaim or a higher-priority
 // claim gives the growth back, highest replicas first, down to Min, before
-// any other workload is preempted. Growth beyond Min is borrowing: never
-// protected by a guarantee, always reclaimable (see sched's README).
+// any other workload is preempted. Growth beyond Min is borrowing, but
+// for what its tenant's guarantee still covers after the tenant's other
+// work: that is protected from other tenants (see sched's README).
 type Elastic struct {
 	Min int `yaml:"min"`
 	Max int `yaml:"max"`
