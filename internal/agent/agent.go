@@ -535,6 +535,16 @@ func (a *Agent) reconcile(reply api.HeartbeatReply, gpus []api.GPUInfo) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for ref, p := range a.procs {
+		if t, ok := want[ref]; ok && (t.GangSize != p.task.GangSize || !slices.Equal(t.Hosts, p.task.Hosts)) {
+			// An elastic workload was resized: tell the replica its new
+			// size (ARBITER_REPLICAS_FILE).
+			p.task.GangSize, p.task.Hosts = t.GangSize, t.Hosts
+			if err := a.writeReplicas(p.task); err != nil {
+				a.log.Error("writing the replica set's size failed", "workload", t.Workload, "replica", t.Replica, "err", err)
+			} else {
+				a.log.Info("replica set resized", "workload", t.Workload, "replica", t.Replica, "replicas", t.GangSize)
+			}
+		}
 		if _, ok := want[ref]; !ok {
 			select {
 			case <-p.stopping:

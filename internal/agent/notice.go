@@ -119,3 +119,36 @@ func (a *Agent) noticeThenStop(p *proc, n api.Notice) {
 	a.mu.Unlock()
 	os.Remove(path)
 }
+
+// ReplicaSet is what ARBITER_REPLICAS_FILE holds: the replica set's size
+// and each replica's host, by replica. The agent writes it before the
+// replica starts and rewrites it (atomically: a new file renamed over the
+// old) whenever the set's size changes (an elastic workload grown or
+// shrunk); a replica that cares polls it. Replicas removed by a shrink
+// are the highest ones, stopped as evicted replicas are (SIGTERM, grace,
+// SIGKILL); the others go on without a restart.
+type ReplicaSet struct {
+	Replicas int      `json:"replicas"`
+	Hosts    []string `json:"hosts"`
+}
+
+// ReplicasPath is the replica's ARBITER_REPLICAS_FILE.
+func (a *Agent) ReplicasPath(workloadKey string, replica int) string {
+	return filepath.Join(a.opts.DataDir, "replicas", safeName(workloadKey), fmt.Sprintf("replica-%d.json", replica))
+}
+
+// writeReplicas writes t's replica set to its replica's file.
+func (a *Agent) writeReplicas(t api.Task) error {
+	path := a.ReplicasPath(t.Workload, t.Replica)
+	b, err := json.Marshal(ReplicaSet{Replicas: t.GangSize, Hosts: t.Hosts})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path+".tmp", append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}

@@ -167,6 +167,10 @@ func (a *Agent) start(t api.Task, gpus []api.GPUInfo) (*proc, error) {
 	fmt.Fprintf(lf, "--- arbiter: replica %d of %s, run placed at %s, started %s on %s (GPUs %s)\n",
 		t.Replica, t.Workload, t.StartedAt.UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano), a.opts.NodeID, strings.Join(idx, ","))
 	os.Remove(a.NoticePath(t.Workload, t.Replica)) // an earlier run's
+	if err := a.writeReplicas(t); err != nil {
+		lf.Close()
+		return nil, err
+	}
 	cmd := exec.Command(t.Command.Argv[0], t.Command.Argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = a.replicaEnv(t, idx, uuids, work, ckpt), dir, lf, lf
 	// Its own process group, so that stopping it reaches its children;
@@ -263,6 +267,8 @@ func (a *Agent) replicaEnv(t api.Task, idx, uuids []string, work, ckpt string) [
 		"ARBITER_PREEMPTIONS":    strconv.Itoa(t.Preemptions),
 		"ARBITER_GRACE_PERIOD":   time.Duration(t.GracePeriod).String(),
 		"ARBITER_NOTICE_FILE":    a.NoticePath(t.Workload, t.Replica),
+		"ARBITER_REPLICAS":       strconv.Itoa(t.GangSize),
+		"ARBITER_REPLICAS_FILE":  a.ReplicasPath(t.Workload, t.Replica),
 		"ARBITER_EVENTS_URL":     a.eventsURL(t),
 	} {
 		m[k] = v

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -188,13 +190,17 @@ func (d *Duration) UnmarshalYAMLScalar(s string) error {
 // kind batch, priority normal, replicas 1, topology any. The YAML form
 // (`arbiter workload submit -f job.yaml`) uses the same names.
 type WorkloadSpec struct {
-	Name               string            `json:"name" yaml:"name"`
-	Tenant             string            `json:"tenant,omitempty" yaml:"tenant"`
-	Kind               string            `json:"kind,omitempty" yaml:"kind"`
-	Priority           string            `json:"priority,omitempty" yaml:"priority"`
-	Preemptible        bool              `json:"preemptible,omitempty" yaml:"preemptible"`
-	GPUs               GPUs              `json:"gpus" yaml:"gpus"`
-	Replicas           int               `json:"replicas,omitempty" yaml:"replicas"`
+	Name        string `json:"name" yaml:"name"`
+	Tenant      string `json:"tenant,omitempty" yaml:"tenant"`
+	Kind        string `json:"kind,omitempty" yaml:"kind"`
+	Priority    string `json:"priority,omitempty" yaml:"priority"`
+	Preemptible bool   `json:"preemptible,omitempty" yaml:"preemptible"`
+	GPUs        GPUs   `json:"gpus" yaml:"gpus"`
+	// Replicas is a number, or in the mapping form {min, max, step} the
+	// bounds of an elastic workload (Elastic; Replicas is then its current
+	// size, min until it runs).
+	Replicas           int               `json:"replicas,omitempty" yaml:"replicas,or=Elastic"`
+	Elastic            *ElasticSpec      `json:"-" yaml:"-"`
 	CPUMilli           int64             `json:"cpu_milli,omitempty" yaml:"cpu_milli"`
 	MemoryMiB          int64             `json:"memory_mib,omitempty" yaml:"memory_mib"`
 	Flavors            []string          `json:"flavors" yaml:"flavors"`
@@ -209,6 +215,113 @@ type WorkloadSpec struct {
 	Labels             map[string]string `json:"labels,omitempty" yaml:"labels"`
 	// Command is what the node agents run for each replica (optional).
 	Command *Command `json:"command,omitempty" yaml:"command"`
+}
+
+// ElasticSpec is the mapping form of replicas: an elastic workload's
+// bounds (see workload.Elastic).
+type ElasticSpec struct {
+	Min  int `json:"min" yaml:"min"`
+	Max  int `json:"max" yaml:"max"`
+	Step int `json:"step,omitempty" yaml:"step"`
+}
+
+// UnmarshalJSON reads replicas as a number or as {min, max, step}, and
+// refuses unknown fields (as the server's decoder does).
+func (s *WorkloadSpec) UnmarshalJSON(b []byte) error {
+	type plain WorkloadSpec
+	var aux struct {
+		*plain
+		Replicas json.RawMessage `json:"replicas,omitempty"`
+		Current  int             `json:"current_replicas,omitempty"`
+	}
+	aux.plain = (*plain)(s)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&aux); err != nil {
+		return fieldError(err, "")
+	}
+	return s.setReplicas(aux.Replicas, aux.Current)
+}
+
+// fieldError names a type error's field as the request wrote it: without
+// the decoding helper's embedded struct, under prefix.
+func fieldError(err error, prefix string) error {
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		c := *typ
+		c.Field = prefix + strings.TrimPrefix(c.Field, "plain.")
+		return &c
+	}
+	return err
+}
+
+// jsonKind names the kind of a JSON value by its first byte.
+func jsonKind(r []byte) string {
+	switch r[0] {
+	case '"':
+		return "string"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	case '{':
+		return "object"
+	}
+	return "number"
+}
+
+// setReplicas sets Replicas and Elastic from the replicas field as
+// written (a number, or {min, max, step}) and current_replicas.
+func (s *WorkloadSpec) setReplicas(raw json.RawMessage, current int) error {
+	s.Replicas, s.Elastic = current, nil
+	r := bytes.TrimSpace(raw)
+	switch {
+	case len(r) == 0 || string(r) == "null":
+	case r[0] == '{':
+		var e ElasticSpec
+		d := json.NewDecoder(bytes.NewReader(r))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&e); err != nil {
+			if err = fieldError(err, "replicas."); errors.As(err, new(*json.UnmarshalTypeError)) {
+				return err
+			}
+			return fmt.Errorf("replicas: want a number or {min, max, step}: %v", err)
+		}
+		s.Elastic = &e
+	default:
+		if current != 0 {
+			return fmt.Errorf("current_replicas: only an elastic workload (replicas: {min, max}) has one")
+		}
+		if err := json.Unmarshal(r, &s.Replicas); err != nil {
+			return &json.UnmarshalTypeError{Value: jsonKind(r), Type: reflect.TypeFor[int](), Field: "replicas"}
+		}
+	}
+	return nil
+}
+
+// replicasOut is the replicas field as written (a number, or an elastic
+// workload's bounds) and current_replicas (an elastic workload's size).
+func (s *WorkloadSpec) replicasOut() (any, int) {
+	if s.Elastic != nil {
+		return s.Elastic, s.Replicas
+	}
+	if s.Replicas != 0 {
+		return s.Replicas, 0
+	}
+	return nil, 0
+}
+
+// MarshalJSON writes replicas as a number, or for an elastic workload as
+// {min, max, step} with its current size in current_replicas.
+func (s WorkloadSpec) MarshalJSON() ([]byte, error) {
+	type plain WorkloadSpec
+	aux := struct {
+		plain
+		Replicas any `json:"replicas,omitempty"`
+		Current  int `json:"current_replicas,omitempty"`
+	}{plain: plain(s)}
+	aux.Replicas, aux.Current = s.replicasOut()
+	return json.Marshal(aux)
 }
 
 // Bounds of a workload's fields.
@@ -238,6 +351,11 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 		Regions: s.Regions, Pools: s.Pools, ExpectedRuntime: time.Duration(s.ExpectedRuntime),
 		CheckpointInterval: time.Duration(s.CheckpointInterval), GracePeriod: time.Duration(s.GracePeriod),
 		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
+	}
+	if e := s.Elastic; e != nil {
+		// A submission starts at min whatever current size it names:
+		// growth is the core's to give, as borrowing.
+		out.Elastic, out.Replicas = &workload.Elastic{Min: e.Min, Max: e.Max, Step: e.Step}, 0
 	}
 	out.Defaults(s.Priority != "")
 	for _, f := range s.Flavors {
@@ -318,6 +436,9 @@ func SpecFrom(s workload.Spec) WorkloadSpec {
 		CheckpointInterval: Duration(s.CheckpointInterval), GracePeriod: Duration(s.GracePeriod),
 		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
 	}
+	if e := s.Elastic; e != nil {
+		out.Elastic = &ElasticSpec{Min: e.Min, Max: e.Max, Step: e.Step}
+	}
 	for _, f := range s.Flavors {
 		out.Flavors = append(out.Flavors, string(f))
 	}
@@ -369,6 +490,42 @@ type Workload struct {
 	EndNodes  []string      `json:"end_nodes,omitempty"`
 	ExitCodes []ReplicaExit `json:"exit_codes,omitempty"`
 	EndReason string        `json:"end_reason,omitempty"`
+}
+
+// MarshalJSON writes the workload with its spec's replicas as
+// WorkloadSpec.MarshalJSON does (the spec's methods would otherwise
+// stand for the whole workload, being promoted).
+func (w Workload) MarshalJSON() ([]byte, error) {
+	type plain Workload
+	aux := struct {
+		plain
+		// Fields that shadow the spec's promoted methods, so that the
+		// encoder reads this struct's fields.
+		MarshalJSON   struct{} `json:"-"`
+		UnmarshalJSON struct{} `json:"-"`
+		Replicas      any      `json:"replicas,omitempty"`
+		Current       int      `json:"current_replicas,omitempty"`
+	}{plain: plain(w)}
+	aux.Replicas, aux.Current = w.replicasOut()
+	return json.Marshal(aux)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (unknown fields are
+// ignored: this is an answer, not a request).
+func (w *Workload) UnmarshalJSON(b []byte) error {
+	type plain Workload
+	var aux struct {
+		*plain
+		MarshalJSON   struct{}        `json:"-"`
+		UnmarshalJSON struct{}        `json:"-"`
+		Replicas      json.RawMessage `json:"replicas,omitempty"`
+		Current       int             `json:"current_replicas,omitempty"`
+	}
+	aux.plain = (*plain)(w)
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return fieldError(err, "")
+	}
+	return w.setReplicas(aux.Replicas, aux.Current)
 }
 
 // ReplicaExit is the exit code an agent reported for a replica.
@@ -438,6 +595,13 @@ type Why struct {
 	Blockers json.RawMessage `json:"blockers,omitempty"`
 	// PlanRevision is the store revision the last cycle looked at.
 	PlanRevision int64 `json:"plan_revision"`
+	// Replicas, MinReplicas and MaxReplicas are a running elastic
+	// workload's size and bounds, NotLarger why the last cycle did not
+	// grow it (absent for fixed workloads).
+	Replicas    int    `json:"replicas,omitempty"`
+	MinReplicas int    `json:"min_replicas,omitempty"`
+	MaxReplicas int    `json:"max_replicas,omitempty"`
+	NotLarger   string `json:"not_larger,omitempty"`
 	// Effects are the policy actions in force on the workload (see
 	// Workload.Effects).
 	Effects []Effect `json:"effects,omitempty"`

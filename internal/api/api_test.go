@@ -1,6 +1,8 @@
 package api
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -22,5 +24,111 @@ func TestToWorkloadDefaults(t *testing.T) {
 		if len(errs) > 0 || s.Priority != tc.prio || s.Replicas != tc.replicas {
 			t.Errorf("%s: priority %v replicas %d errs %v; want %v, %d", tc.in.Name, s.Priority, s.Replicas, errs, tc.prio, tc.replicas)
 		}
+	}
+}
+
+func TestReplicasForms(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		fixed    int
+		elastic  *ElasticSpec
+		wantErr  string
+		min, max int
+	}{
+		{in: `{"name":"a","replicas":3}`, fixed: 3, min: 3, max: 3},
+		{in: `{"name":"a","replicas":{"min":2,"max":8,"step":2}}`, elastic: &ElasticSpec{2, 8, 2}, min: 2, max: 8},
+		{in: `{"name":"a","replicas":{"min":2,"max":8},"current_replicas":6}`, elastic: &ElasticSpec{2, 8, 0}, min: 2, max: 8},
+		{in: `{"name":"a","replicas":{"min":2,"mx":8}}`, wantErr: "replicas"},
+		{in: `{"name":"a","replicas":"four"}`, wantErr: "replicas"},
+		{in: `{"name":"a","replicas":3,"current_replicas":2}`, wantErr: "current_replicas"},
+		{in: `{"name":"a","bogus":1}`, wantErr: "bogus"},
+	} {
+		var s WorkloadSpec
+		err := json.Unmarshal([]byte(tc.in), &s)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: error %v, want one naming %s", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if (s.Elastic == nil) != (tc.elastic == nil) || (s.Elastic != nil && *s.Elastic != *tc.elastic) || (tc.elastic == nil && s.Replicas != tc.fixed) {
+			t.Errorf("%s: decoded %+v / %+v", tc.in, s.Replicas, s.Elastic)
+		}
+		s.GPUs, s.Flavors, s.Regions, s.Tenant = 1000, []string{"T4"}, []string{"eastus"}, "t"
+		w, errs := s.ToWorkload()
+		if len(errs) > 0 || w.MinReplicas() != tc.min || w.MaxReplicas() != tc.max || w.Replicas != tc.min {
+			t.Errorf("%s: workload replicas %d (%d–%d), errs %v", tc.in, w.Replicas, w.MinReplicas(), w.MaxReplicas(), errs)
+		}
+		// The wire form round-trips.
+		w.Replicas = tc.max
+		b, err := json.Marshal(SpecFrom(w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back WorkloadSpec
+		if err := json.Unmarshal(b, &back); err != nil || back.Replicas != tc.max || (back.Elastic == nil) != (tc.elastic == nil) {
+			t.Errorf("%s: round trip %s → %+v %v", tc.in, b, back, err)
+		}
+	}
+}
+
+// FuzzWorkloadSpecJSON: decoding never panics; what decodes and converts
+// without problems has valid replica bounds and re-encodes to the same spec.
+func FuzzWorkloadSpecJSON(f *testing.F) {
+	for _, s := range []string{`{"name":"a","replicas":3}`, `{"name":"a","replicas":{"min":2,"max":8,"step":2}}`,
+		`{"replicas":{"min":0,"max":-1}}`, `{"replicas":{"min":4,"max":32,"step":5}}`, `{"replicas":null}`, `{"replicas":[1]}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var s WorkloadSpec
+		if json.Unmarshal([]byte(in), &s) != nil {
+			return
+		}
+		s.Name, s.Tenant, s.GPUs, s.Flavors, s.Regions = "a", "t", 1000, []string{"T4"}, []string{"eastus"}
+		w, errs := s.ToWorkload()
+		if len(errs) > 0 {
+			return
+		}
+		if w.MinReplicas() < 1 || w.MaxReplicas() < w.MinReplicas() || w.MaxReplicas() > workload.MaxReplicasBound ||
+			(w.MaxReplicas()-w.MinReplicas())%w.ReplicaStep() != 0 || w.Replicas != w.MinReplicas() {
+			t.Fatalf("%s accepted with replicas %d (%d–%d step %d)", in, w.Replicas, w.MinReplicas(), w.MaxReplicas(), w.ReplicaStep())
+		}
+		b, err := json.Marshal(SpecFrom(w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back WorkloadSpec
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%s does not decode back: %v", b, err)
+		}
+	})
+}
+
+// TestWorkloadJSON: a workload's JSON is all of it (the spec's JSON
+// methods, promoted, must not stand for the whole), with an elastic spec's
+// replicas in the mapping form, and reads back.
+func TestWorkloadJSON(t *testing.T) {
+	w := Workload{WorkloadSpec: WorkloadSpec{Name: "serve", GPUs: 1000, Replicas: 3, Elastic: &ElasticSpec{Min: 1, Max: 4}}, State: "Running", Revision: 7,
+		Running: &Assignment{Flavor: "T4"}}
+	b, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"state":"Running"`, `"revision":7`, `"replicas":{"min":1,"max":4}`, `"current_replicas":3`, `"name":"serve"`, `"flavor":"T4"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s: no %s", b, want)
+		}
+	}
+	var back Workload
+	if err := json.Unmarshal(b, &back); err != nil || back.State != "Running" || back.Revision != 7 || back.Replicas != 3 || back.Elastic == nil || back.Elastic.Max != 4 || back.Running == nil {
+		t.Errorf("read back %+v, %v", back, err)
+	}
+	fixed := Workload{WorkloadSpec: WorkloadSpec{Name: "f", Replicas: 2}, State: "Pending"}
+	b, _ = json.Marshal(fixed)
+	if !strings.Contains(string(b), `"replicas":2`) || strings.Contains(string(b), "current_replicas") || !strings.Contains(string(b), `"state":"Pending"`) {
+		t.Errorf("fixed workload: %s", b)
 	}
 }

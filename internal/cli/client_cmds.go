@@ -245,7 +245,11 @@ func workloadTable(ws []api.Workload, wide bool) func(tw *tabwriter.Writer) {
 			if w.Running != nil {
 				flavor, region = w.Running.Flavor, w.Running.Region
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s", w.Name, w.Tenant, w.State, w.Kind, shownPriority(w), gpuStr(w.GPUs), w.Replicas, flavor, region, w.Preemptions, age(w.SubmittedAt, now))
+			replicas := strconv.Itoa(w.Replicas)
+			if e := w.Elastic; e != nil {
+				replicas += fmt.Sprintf(" (%d-%d)", e.Min, e.Max) // an elastic workload's size and bounds
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s", w.Name, w.Tenant, w.State, w.Kind, shownPriority(w), gpuStr(w.GPUs), replicas, flavor, region, w.Preemptions, age(w.SubmittedAt, now))
 			if wide {
 				ended := "-"
 				if !w.EndedAt.IsZero() {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -183,4 +185,24 @@ func TestAge(t *testing.T) {
 	if got := age(time.Time{}, now); got != "-" {
 		t.Errorf("age of the zero time: %q, want -", got)
 	}
+}
+
+// TestElasticSubmitShow: a workload file with replicas: {min, max}
+// submits an elastic workload (the YAML mapping form), which workload
+// list shows with its bounds and -o json with replicas as the mapping.
+func TestElasticSubmitShow(t *testing.T) {
+	cleanEnv(t)
+	_, url := seededServer(t, contextsWorld)
+	as := []string{"--server", url, "--token-file", secretFile(t, "admin.token", testAdmin)}
+	job := filepath.Join(t.TempDir(), "serve.yaml")
+	os.WriteFile(job, []byte("name: serve\ntenant: contoso\nkind: inference\ngpus: 1\nreplicas: {min: 2, max: 6, step: 2}\nflavors: [H100-80G]\nregions: [eastus]\n"), 0o644)
+	mustRun(t, append([]string{"workload", "submit", "-f", job}, as...)...)
+	out := mustRun(t, append([]string{"workload", "list"}, as...)...)
+	wantIn(t, "workload list", out, "2 (2-6)")
+	out = mustRun(t, append([]string{"workload", "list", "-o", "json"}, as...)...)
+	wantIn(t, "workload list -o json", out, `"replicas": {`, `"min": 2`, `"max": 6`, `"step": 2`)
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("name: bad\ntenant: contoso\ngpus: 1\nreplicas: {min: 2, max: 5, step: 2}\nflavors: [H100-80G]\nregions: [eastus]\n"), 0o644)
+	errOut := mustFail(t, append([]string{"workload", "submit", "-f", bad}, as...)...)
+	wantIn(t, "bad step", errOut, "replicas.step")
 }

@@ -66,6 +66,20 @@ func writePlan(w io.Writer, p sched.Plan, format string) error {
 		for _, x := range p.Preemptions {
 			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\n", x.Workload, orDash(string(x.By)), x.WorkLost/3600, x.Reason)
 		}
+		if len(p.Resizes) > 0 {
+			fmt.Fprintf(tw, "\nRESIZES (%d)\n", len(p.Resizes))
+			fmt.Fprintln(tw, "WORKLOAD\tREPLICAS\tBY\tREASON")
+			for _, x := range p.Resizes {
+				fmt.Fprintf(tw, "%s\t%d -> %d\t%s\t%s\n", x.Workload, x.From, x.To, orDash(string(x.By)), x.Reason)
+			}
+		}
+		if len(p.Capped) > 0 {
+			fmt.Fprintf(tw, "\nELASTIC BELOW MAX (%d)\n", len(p.Capped))
+			fmt.Fprintln(tw, "WORKLOAD\tREPLICAS\tMIN-MAX\tWHY NOT LARGER")
+			for _, x := range p.Capped {
+				fmt.Fprintf(tw, "%s\t%d\t%d-%d\t%s\n", x.Workload, x.Replicas, x.Min, x.Max, x.Reason)
+			}
+		}
 		fmt.Fprintf(tw, "\nOVERFLOW (%d)\n", len(p.Overflow))
 		fmt.Fprintln(tw, "WORKLOAD\tFROM\tTO")
 		for _, x := range p.Overflow {

@@ -224,3 +224,38 @@ func TestScheduleBackfillExample(t *testing.T) {
 		t.Errorf("finetune-long: %q: want the held capacity named", reasons["finetune-long"])
 	}
 }
+
+// TestScheduleElasticExample: examples/elastic.yaml (issue 18 point 3)
+// shows an elastic workload giving its growth back, 6 -> 2, to a
+// guarantee's claim, while the preemptible batch job that borrows too is
+// not preempted.
+func TestScheduleElasticExample(t *testing.T) {
+	out, errOut, code := run(t, "schedule", "--config", "../../examples/elastic.yaml", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct {
+		Placements  []struct{ Workload, Node string } `json:"placements"`
+		Preemptions []struct{ Workload string }       `json:"preemptions"`
+		Resizes     []struct {
+			Workload, By, Reason string
+			From, To             int
+		} `json:"resizes"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Placements) != 2 || plan.Placements[0].Workload != "train-7b" {
+		t.Errorf("placements %v: want train-7b's two replicas", plan.Placements)
+	}
+	if len(plan.Preemptions) != 0 {
+		t.Errorf("preemptions %v: want none (the shrink is enough)", plan.Preemptions)
+	}
+	if len(plan.Resizes) != 1 || plan.Resizes[0].Workload != "chat-serve" || plan.Resizes[0].From != 6 || plan.Resizes[0].To != 2 || plan.Resizes[0].By != "train-7b" {
+		t.Errorf("resizes %+v: want chat-serve 6 -> 2 by train-7b", plan.Resizes)
+	}
+	table, _, _ := run(t, "schedule", "--config", "../../examples/elastic.yaml")
+	if !strings.Contains(table, "RESIZES (1)") || !strings.Contains(table, "chat-serve  6 -> 2") {
+		t.Errorf("table output has no resize:\n%s", table)
+	}
+}

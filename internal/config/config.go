@@ -86,6 +86,10 @@ func (w *Workload) WorkloadSpec() workload.Spec {
 	if w.Priority != nil {
 		s.Priority = *w.Priority
 	}
+	if s.Elastic != nil && s.Replicas == 0 && w.Running != nil {
+		// A running elastic workload's size is what runs.
+		s.Replicas = len(w.Running.Replicas)
+	}
 	s.Defaults(w.Priority != nil)
 	return s
 }

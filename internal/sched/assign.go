@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -30,6 +31,27 @@ func (p Plan) Placed() []Placed {
 		out[i].Placements = append(out[i].Placements, x)
 	}
 	return out
+}
+
+// Resized is a's assignment after resize r: the highest replicas removed
+// (a shrink) or r.Add appended, started at now (a growth). a is not
+// changed (a Cache's contract): the result is a new Assignment. Every
+// applier resizes through it.
+func Resized(a *workload.Assignment, r Resize, now time.Time) *workload.Assignment {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	n := min(max(r.To, 0), len(a.Replicas))
+	if r.Shrink() {
+		c.Replicas = slices.Clone(a.Replicas[:n])
+		return &c
+	}
+	c.Replicas = slices.Grow(slices.Clone(a.Replicas), len(r.Add))
+	for _, x := range r.Add {
+		c.Replicas = append(c.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli), Since: now})
+	}
+	return &c
 }
 
 // Assignment is what a workload placed by ps runs under from start: the

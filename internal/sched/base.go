@@ -220,8 +220,8 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 			conflicts = append(conflicts, fmt.Sprintf("running workload %s: unknown tenant %q", w.Name, w.Tenant))
 			continue
 		}
-		rs := runState{w: w, tenant: t, entry: -1, workLost: -1, prio: w.Priority, preemptible: w.Preemptible}
 		br := baseRun{a: w.Running, cpu: w.CPU, mem: w.Memory, gpus: w.GPUs, replicas: w.Replicas, total: w.TotalGPUs()}
+		rs := runState{w: w, tenant: t, entry: -1, workLost: -1, prio: w.Priority, preemptible: w.Preemptible, total: br.total}
 		repStart, nodeStart := len(repBuf), len(nodeBuf)
 		if match != nil && match[j] >= 0 {
 			// Held in prev's nodes already.

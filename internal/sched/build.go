@@ -46,7 +46,14 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	s.tree.ChargeReservations(s.reserved, in.Reservations, f.Catalog, in.Now)
 	// Running workloads take their GPUs and count against quota.
 	conflicts = append(conflicts, s.holdRunning(sk)...)
-	s.indexRunning(len(s.buf.cur().nodeIdx))
+	n := len(s.buf.cur().nodeIdx)
+	if s.splitGrowth() {
+		n = 0
+		for i := range s.run {
+			n += len(s.run[i].nodes)
+		}
+	}
+	s.indexRunning(n)
 	// Index the pools now that running work holds its GPUs.
 	for _, p := range s.pools {
 		p.buckets = make([][]uint64, p.maxGPUs+1)
@@ -79,11 +86,12 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 		w := s.run[i].w
 		for ri := range in.Reservations {
 			if in.Reservations[ri].Name == w.Reservation {
-				s.resUsed[ri] = s.resUsed[ri].Add(w.TotalGPUs())
+				s.resUsed[ri] = s.resUsed[ri].Add(s.run[i].total)
 			}
 		}
 	}
 	s.classifyBorrowers()
+	s.classifyGrowth()
 	s.classifyCover()
 	return s, conflicts
 }
@@ -137,7 +145,6 @@ func (s *snapshot) classifyBorrowers() {
 	// bucketed by group with a counting sort, keeping run order in each
 	// group, as the groups' lists were built before.
 	tenants := s.tree.Tenants
-	br := s.buf.cur().runs // one to one with s.run
 	base := make([]int, len(tenants)+1)
 	for t := range tenants {
 		base[t+1] = base[t] + len(tenants[t].Quotas)
@@ -154,6 +161,12 @@ func (s *snapshot) classifyBorrowers() {
 		if r.onRes {
 			continue
 		}
+		if r.group > 0 {
+			// Growth comes after all of the tenant's other work
+			// (classifyGrowth).
+			r.borrows = true
+			continue
+		}
 		idx := r.entry // tree.Entry(r.tenant, r.key), found when the run was built
 		if idx < 0 {
 			r.borrows = true
@@ -162,7 +175,7 @@ func (s *snapshot) classifyBorrowers() {
 		g := base[r.tenant] + idx
 		group[i] = g
 		guaranteed[g] = tenants[r.tenant].Quotas[idx].Guaranteed
-		total[g] = total[g].Add(br[i].total)
+		total[g] = total[g].Add(r.total)
 		count[g+1]++
 	}
 	// Only a group above its guarantee has borrowers: a group within it
@@ -197,7 +210,7 @@ func (s *snapshot) classifyBorrowers() {
 		keys := s.sortedGroup(grp, nil, borrowOrder)
 		var cum resource.MilliGPU
 		for _, k := range keys {
-			cum = cum.Add(br[k.run].total)
+			cum = cum.Add(s.run[k.run].total)
 			s.run[k.run].borrows = cum > guaranteed[g]
 		}
 	}

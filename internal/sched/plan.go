@@ -18,6 +18,15 @@ type Plan struct {
 	Preemptions []Preemption `json:"preemptions"`
 	Pending     []Pending    `json:"pending"`
 	Overflow    []Overflow   `json:"overflow"`
+	// Resizes change running elastic workloads' sizes (growth into idle
+	// capacity, shrinks that give growth back); at most one per workload,
+	// and none for a workload the plan preempts. An applier removes a
+	// shrink's replicas before starting the placements that follow with
+	// AfterPreemption, as it does for Preemptions.
+	Resizes []Resize `json:"resizes,omitempty"`
+	// Capped lists the running elastic workloads below their max that did
+	// not grow, with why (workload why shows it).
+	Capped []Capped `json:"capped,omitempty"`
 	// Classes is set when the plan places and evicts nothing: one pending
 	// decision per class of alike workloads (see Alike), ordered by the
 	// example's name. The state is then settled: a cycle over the same
@@ -70,6 +79,34 @@ type Preemption struct {
 	Notice      bool    `json:"notice,omitempty"`
 	GracePeriod float64 `json:"grace_period_s"`
 	WorkLost    float64 `json:"work_lost_gpu_s"`
+}
+
+// Resize changes a running elastic workload's replica count (see
+// workload.Elastic). A shrink (To < From) removes its highest replicas,
+// To..From-1; a growth (To > From) adds replicas From..To-1, placed at Add
+// (Replica From, From+1, ...). Sizes move in whole steps.
+type Resize struct {
+	Workload workload.ID `json:"workload"`
+	From     int         `json:"from"`
+	To       int         `json:"to"`
+	// By is the claimant a shrink makes room for; empty for growth, a
+	// failed node or a quota limit.
+	By     workload.ID `json:"by,omitempty"`
+	Reason string      `json:"reason"`
+	Add    []Placement `json:"add,omitempty"`
+}
+
+// Shrink reports whether the resize removes replicas.
+func (r Resize) Shrink() bool { return r.To < r.From }
+
+// Capped is a running elastic workload below its max replicas that this
+// cycle did not grow, and why not.
+type Capped struct {
+	Workload workload.ID `json:"workload"`
+	Replicas int         `json:"replicas"`
+	Min      int         `json:"min"`
+	Max      int         `json:"max"`
+	Reason   string      `json:"reason"`
 }
 
 // Pending is a workload left waiting, with why.

@@ -13,13 +13,17 @@ import (
 // the claimant fit where it will go: the same node for a replica, the same
 // block for a gang. Cost, compared in order:
 //
+//  0. whether any victim is evicted: a set that only gives elastic
+//     workloads' growth back (vShrink, elastic.go) is cheaper than any
+//     that evicts, so growth goes before anything else is preempted;
 //  1. victims that are not reclaimed borrowers (reclaiming borrowed
 //     capacity for a claimant within its guarantee, or evicting
 //     preemptible work from the claimant's own reservation, costs nothing
 //     here);
 //  2. the highest priority class among the victims;
 //  3. work lost since the victims' last checkpoints, in GPU-seconds;
-//  4. the number of victims.
+//  4. the number of victims;
+//  5. the growth steps given back (with the steps above them).
 //
 // A workload is an allowed victim when it is preemptible, of lower priority
 // than the claimant, and either of the claimant's tenant or borrowing; or
@@ -33,6 +37,10 @@ type victim struct {
 	class int // vReclaim, vReclaimInside, vPriority: cheapest first
 }
 
+// vShrink is an elastic workload's growth, given back (elastic.go):
+// cheapest of all victims.
+const vShrink = -1
+
 // Victim classes.
 const (
 	vReclaim       = iota // reclaimed borrowed capacity (or one's reservation, or overrun)
@@ -41,6 +49,8 @@ const (
 )
 
 type cost struct {
+	evicts     bool // any victim is evicted (not only growth given back)
+	shrinks    int  // growth steps given back (with those above them)
 	nonReclaim int
 	inside     int // vReclaimInside victims: outsiders' borrowing is reclaimed first
 	maxPrio    int
@@ -49,6 +59,9 @@ type cost struct {
 }
 
 func (a cost) less(b cost) bool {
+	if a.evicts != b.evicts {
+		return !a.evicts
+	}
 	if a.nonReclaim != b.nonReclaim {
 		return a.nonReclaim < b.nonReclaim
 	}
@@ -61,13 +74,24 @@ func (a cost) less(b cost) bool {
 	if a.lost != b.lost {
 		return a.lost < b.lost
 	}
-	return a.n < b.n
+	if a.n != b.n {
+		return a.n < b.n
+	}
+	return a.shrinks < b.shrinks
 }
 
 // allowed says whether running workload ri may be evicted for the claim.
 func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 	r := &s.run[ri]
 	if r.evicted || r.w == cl.w {
+		return victim{}, false
+	}
+	if r.group > 0 {
+		// Growth is given back, before anything is evicted, to any claim
+		// of its tenant and, beyond its tenant's guarantee, to any claim.
+		if r.tenant == cl.tenant || r.borrows {
+			return victim{ri, vShrink}, true
+		}
 		return victim{}, false
 	}
 	if r.onRes {
@@ -107,6 +131,7 @@ func (s *snapshot) allowed(cl *claim, ri int) (victim, bool) {
 // marks; evictions only remove victims, so the bounds stay safe.
 type nodeVictims struct {
 	preemptible, borrows workload.Priority
+	growth               bool // an elastic workload's growth runs here
 }
 
 const noVictim = workload.Priority(1 << 30)
@@ -120,6 +145,8 @@ func (s *snapshot) mayHaveVictims(cl *claim, i int) bool {
 	}
 	b := s.victimBounds[i]
 	switch {
+	case b.growth:
+		return true
 	case cl.onRes >= 0:
 		return b.preemptible != noVictim
 	case cl.within && b.borrows != noVictim:
@@ -133,7 +160,7 @@ func (s *snapshot) mayHaveVictims(cl *claim, i int) bool {
 func (s *snapshot) boundVictims() {
 	s.victimBounds = make([]nodeVictims, len(s.nodes))
 	for n := range s.victimBounds {
-		s.victimBounds[n] = nodeVictims{noVictim, noVictim}
+		s.victimBounds[n] = nodeVictims{noVictim, noVictim, false}
 	}
 	for ri := range s.run {
 		r := &s.run[ri]
@@ -147,6 +174,9 @@ func (s *snapshot) boundVictims() {
 			}
 			if r.borrows {
 				b.borrows = min(b.borrows, r.prio)
+			}
+			if r.group > 0 {
+				b.growth = true
 			}
 		}
 	}
@@ -189,13 +219,22 @@ func (s *snapshot) sortVictims(vs []victim) {
 			}
 			return 1
 		}
-		return strings.Compare(string(rx.w.Name), string(ry.w.Name))
+		if c := strings.Compare(string(rx.w.Name), string(ry.w.Name)); c != 0 {
+			return c
+		}
+		return int(ry.group - rx.group) // an elastic workload's top step first
 	})
 }
 
 func (s *snapshot) costOf(vs []victim) cost {
-	c := cost{maxPrio: -1, n: len(vs)}
+	c := cost{maxPrio: -1}
 	for _, v := range vs {
+		if v.class == vShrink {
+			c.shrinks += s.stepsAbove(v.run)
+			continue
+		}
+		c.evicts = true
+		c.n++
 		switch v.class {
 		case vPriority:
 			c.nonReclaim++
@@ -410,7 +449,16 @@ func (s *snapshot) evictFor(cl *claim, vs []victim) []Preemption {
 	out := make([]Preemption, 0, len(vs))
 	for _, v := range vs {
 		r := &s.run[v.run]
+		if r.evicted {
+			continue // given back with a step below it
+		}
 		var why string
+		if v.class == vShrink {
+			s.noteShrink(v.run, shrinkNote{by: cl.w.Name, why: fmt.Sprintf("gives growth back to %s (tenant %s, %s): elastic work shrinks before anything else is preempted", cl.w.Name, s.tree.Tenants[cl.tenant].Name, cl.w.Priority)})
+			s.claimShrunk = true
+			s.evict(v.run)
+			continue
+		}
 		switch {
 		case cl.onRes >= 0:
 			why = fmt.Sprintf("reservation %s claimed by its owner %s", s.in.Reservations[cl.onRes].Name, s.tree.Tenants[cl.tenant].Name)

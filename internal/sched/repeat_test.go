@@ -18,7 +18,9 @@ import (
 func TestAlikeCoversSpec(t *testing.T) {
 	notRead := map[string]bool{
 		"Name": true, "Kind": true, "CheckpointInterval": true,
-		"Labels": true, // GracePeriod is read: ExitTime decides who may borrow reserved capacity;
+		"Labels":  true,
+		"Elastic": true, // a pending elastic workload is placed as Replicas (its min); growth is decided for running work only
+		// GracePeriod is read: ExitTime decides who may borrow reserved capacity;
 		// ExpectedRuntime too: it decides who may use an upcoming reservation's machines
 	}
 	base := workload.Workload{Spec: workload.Spec{
@@ -46,6 +48,8 @@ func TestAlikeCoversSpec(t *testing.T) {
 			v.Set(reflect.Append(v, v.Index(0)))
 		case reflect.Map:
 			v.Set(reflect.ValueOf(map[string]string{"k": "v"}))
+		case reflect.Pointer:
+			v.Set(reflect.New(v.Type().Elem()))
 		default:
 			t.Fatalf("field %s of kind %s: teach this test to change it", f.Name, v.Kind())
 		}

@@ -240,6 +240,27 @@ func formatPlan(p sched.Plan) string {
 		}
 		out = append(out, fmt.Sprintf("preempt %s by %s: %s (lost %.1f GPU-h)", x.Workload, by, x.Reason, x.WorkLost/3600))
 	}
+	for _, x := range p.Resizes {
+		line := fmt.Sprintf("resize %s %d -> %d", x.Workload, x.From, x.To)
+		if x.By != "" {
+			line += " by " + string(x.By)
+		}
+		line += ": " + x.Reason
+		if len(x.Add) > 0 {
+			var at []string
+			for _, a := range x.Add {
+				at = append(at, fmt.Sprintf("%s%v", a.Node, a.GPUs))
+			}
+			if len(at) > 3 {
+				at = []string{at[0], "...", at[len(at)-1]}
+			}
+			line += " at " + strings.Join(at, " ")
+		}
+		out = append(out, line)
+	}
+	for _, x := range p.Capped {
+		out = append(out, fmt.Sprintf("capped %s at %d (%d-%d): %s", x.Workload, x.Replicas, x.Min, x.Max, x.Reason))
+	}
 	for _, x := range p.Overflow {
 		out = append(out, fmt.Sprintf("overflow %s: %s -> %s", x.Workload, x.From, x.To))
 	}

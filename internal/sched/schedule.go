@@ -62,7 +62,7 @@ func (s *snapshot) wouldReclaim() []workload.ID {
 	for _, ri := range s.foreignPrio {
 		r := &s.run[ri]
 		q, idx, ok := s.tree.Entry(r.tenant, r.key.Model, r.key.Region)
-		if ok && s.usage[r.tenant][idx].Add(r.w.TotalGPUs()) <= q.Guaranteed {
+		if ok && s.usage[r.tenant][idx].Add(r.total) <= q.Guaranteed {
 			out = append(out, r.w.Name)
 		}
 	}
@@ -112,9 +112,10 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 			break
 		}
 	}
+	s.grow(&plan)
 	// Holds (and, with PreemptOverrun, the planning slots that let a claim
 	// evict overrunning work) depend on the order, not on alike examples.
-	if s.placed == 0 && len(plan.Preemptions) == 0 && len(s.holds) == 0 && !(s.in.Options.Planning.PreemptOverrun && s.planned > 0) {
+	if s.placed == 0 && len(plan.Preemptions) == 0 && len(plan.Resizes) == 0 && len(s.holds) == 0 && !(s.in.Options.Planning.PreemptOverrun && s.planned > 0) {
 		plan.Classes = s.classes()
 	}
 	return plan, s
@@ -139,12 +140,24 @@ func (s *snapshot) classes() []Class {
 func (s *snapshot) evictUnusable(plan *Plan) {
 	for i := range s.run {
 		r := &s.run[i]
+		if r.evicted {
+			continue // growth given back with its workload
+		}
 		reason := ""
 		for _, n := range r.nodes {
 			if s.nodes[n].down {
 				reason = fmt.Sprintf("node %s is down", s.nodes[n].node.ID)
 				break
 			}
+		}
+		if r.group > 0 {
+			// Growth on a failed node is given back; the rest is its
+			// workload's run's to decide.
+			if reason != "" {
+				s.noteShrink(i, shrinkNote{why: reason})
+				s.evict(i)
+			}
+			continue
 		}
 		if why, ok := s.in.Evict[r.w.Name]; ok && reason == "" {
 			reason = why
@@ -224,15 +237,28 @@ func (s *snapshot) evict(i int) {
 		s.give(rep.node, rep.gpus, rep.milli, r.w.CPU, r.w.Memory)
 	}
 	if len(r.entries) > 0 {
-		s.refundJ(r.entries, r.w.TotalGPUs())
+		s.refundJ(r.entries, r.total)
+	}
+	if r.group > 0 {
+		s.extUsage.Sub(r.entries, r.total)
+		s.journal = append(s.journal, change{op: opExtRefund, refs: r.entries, amt: r.total})
 	}
 	if r.w.Running.OnReservation {
 		for ri := range s.in.Reservations {
 			if s.in.Reservations[ri].Name == r.w.Reservation {
-				s.resUsed[ri] = s.resUsed[ri].Sub(r.w.TotalGPUs())
-				s.journal = append(s.journal, change{op: opResUse, run: ri, amt: r.w.TotalGPUs()})
+				s.resUsed[ri] = s.resUsed[ri].Sub(r.total)
+				s.journal = append(s.journal, change{op: opResUse, run: ri, amt: r.total})
 			}
 		}
+	}
+	if s.exts != nil {
+		// An elastic workload gives back its steps from the top: a step
+		// given back takes those above it along, and its run all of them.
+		note := shrinkNote{why: "its workload is evicted"}
+		if r.group > 0 {
+			note = s.shrinks[i]
+		}
+		s.evictGrowth(i, note)
 	}
 }
 
@@ -867,7 +893,7 @@ func (s *snapshot) admit(cl *claim, at *Blocker) bool {
 	for _, ref := range cl.entries {
 		q := s.tree.Tenants[ref.Tenant].Quotas[ref.Entry]
 		reserved := s.reserved.At(ref)
-		used := s.usage.At(ref).Add(reserved)
+		used := s.usage.At(ref).Add(reserved).Sub(s.extAt(ref)) // growth gives way (shrinkToLimit)
 		if used.Add(cl.total) > q.Limit {
 			*at = Blocker{Code: ReasonQuotaLimit, Flavor: cl.cand.model, Region: cl.cand.region, Pools: cl.w.Pools,
 				Tenant: s.tree.Tenants[ref.Tenant].Name, AllRegions: q.Key.Region == "",
@@ -877,7 +903,7 @@ func (s *snapshot) admit(cl *claim, at *Blocker) bool {
 	}
 	q, idx, ok := s.tree.Entry(cl.tenant, cl.cand.model, cl.cand.region)
 	if ok {
-		used := s.usage[cl.tenant][idx]
+		used := s.usage[cl.tenant][idx].Sub(s.extAt(tenancy.Ref{Tenant: cl.tenant, Entry: idx}))
 		cl.within = used.Add(cl.total) <= q.Guaranteed
 		cl.borrow = min(cl.total, used.Add(cl.total).Sub(q.Guaranteed))
 	} else {
@@ -1031,6 +1057,7 @@ func (s *snapshot) endsBefore(w *workload.Workload, r *tenancy.Reservation) bool
 func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	mark := s.mark()
 	s.claimPrio = s.claimPrio[:0]
+	s.claimShrunk = false
 	freeBefore, protectedBefore := s.free[cl.key], resource.MilliGPU(0)
 	if cl.borrow > 0 {
 		protectedBefore = s.protectedFor(cl.key, cl.tenant)
@@ -1083,6 +1110,9 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	}
 	if cl.onRes < 0 {
 		s.chargeJ(cl.entries, cl.total)
+		if s.extUsage != nil {
+			s.shrinkToLimit(cl)
+		}
 	}
 	if r, ok := s.lendingOK(cl, freeBefore, protectedBefore); !ok {
 		s.rollback(mark)
@@ -1100,7 +1130,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 		s.resUsed[cl.onRes] = s.resUsed[cl.onRes].Add(cl.total)
 	}
 	for i := range placed {
-		placed[i].AfterPreemption = len(victims) > 0
+		placed[i].AfterPreemption = len(victims) > 0 || s.claimShrunk
 		placed[i].Within = cl.within
 	}
 	plan.Preemptions = append(plan.Preemptions, victims...)

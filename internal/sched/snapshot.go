@@ -120,6 +120,14 @@ type runState struct {
 	starved     int8
 	workLost    float64 // -1 until computed; use snapshot.lost
 	nodes       []int   // distinct node indices it touches
+	// total is the GPUs the run holds: its workload's TotalGPUs, or for
+	// an elastic workload's growth split off (elastic.go) its part's.
+	total resource.MilliGPU
+	// group is 0 for a workload's run (for an elastic one, its first
+	// Min replicas), k ≥ 1 for the k-th step of its growth, whose
+	// workload's run is parent.
+	group  int32
+	parent int32
 }
 
 // snapshot is the mutable copy of the world one cycle works on.
@@ -237,6 +245,18 @@ type snapshot struct {
 	freshAt    [][]int32
 	thresholds []time.Duration
 
+	// Elastic growth (elastic.go): per workload's run with growth, its
+	// growth runs, lowest step first (nil when no workload has growth);
+	// extUsage is the quota the growth runs hold (nil then too); shrinks
+	// are why each growth run was given back, by run; growable are the
+	// runs that may grow; claimShrunk is set when the placement being
+	// decided gave growth back.
+	exts        map[int][]int
+	extUsage    tenancy.Ledger
+	shrinks     map[int]shrinkNote
+	growable    []int
+	claimShrunk bool
+
 	// Scratch space.
 	cands     []candidate
 	reasons   []Blocker
@@ -329,6 +349,7 @@ const (
 	opEvict
 	opResUse // reservation run lost amt
 	opSlack  // node's slack lost delta GPUs
+	opExtRefund
 )
 
 // take removes milli from GPUs gpus of node i.
@@ -403,6 +424,9 @@ func (ns *nodeState) hold(gpus []int, delta int32, cpu resource.MilliCPU, mem re
 // lost returns the work run ri would lose if evicted now (computed once).
 func (s *snapshot) lost(ri int) float64 {
 	r := &s.run[ri]
+	if r.group > 0 {
+		return 0 // growth: the workload goes on at its smaller size
+	}
 	if r.workLost < 0 {
 		r.workLost = r.w.WorkLost(s.in.Now)
 	}
@@ -435,6 +459,8 @@ func (s *snapshot) rollback(m int) {
 			s.charge(c.refs, c.amt)
 		case opEvict:
 			s.run[c.run].evicted = false
+		case opExtRefund:
+			s.extUsage.Add(c.refs, c.amt)
 		case opResUse:
 			s.resUsed[c.run] = s.resUsed[c.run].Add(c.amt)
 		case opSlack:

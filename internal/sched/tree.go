@@ -71,7 +71,6 @@ func (s *snapshot) classifyCover() {
 		return
 	}
 	tenants := s.tree.Tenants
-	br := s.buf.cur().runs
 	cover := make([]int32, len(s.run))
 	base := make([]int, len(tenants)+1)
 	for t := range tenants {
@@ -84,15 +83,15 @@ func (s *snapshot) classifyCover() {
 		k := s.run[ri].key
 		for p := tenants[a].Parent; p >= 0; p = tenants[p].Parent {
 			if _, e, ok := s.guaranteeEntry(p, k); ok {
-				covered[base[p]+e] = covered[base[p]+e].Add(br[ri].total)
+				covered[base[p]+e] = covered[base[p]+e].Add(s.run[ri].total)
 			}
 		}
 	}
 	for i := range s.run {
 		r := &s.run[i]
 		cover[i] = -1
-		if r.onRes {
-			continue
+		if r.onRes || r.group > 0 {
+			continue // growth is covered by no guarantee
 		}
 		if !r.borrows {
 			cover[i] = int32(r.tenant)
@@ -135,7 +134,7 @@ func (s *snapshot) classifyCover() {
 		keys := s.sortedGroup(groups[g], func(i int) bool { return cover[i] >= 0 }, coverOrder) // covered lower down
 		var cum resource.MilliGPU
 		for _, k := range keys {
-			cum = cum.Add(br[k.run].total)
+			cum = cum.Add(s.run[k.run].total)
 			if cum > avail {
 				break
 			}

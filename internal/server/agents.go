@@ -153,7 +153,7 @@ func (s *Server) addNotices(ctx context.Context, reply *api.HeartbeatReply, runn
 			if err != nil || x.Spec.Priority != workload.PrioritySpot || x.Preemptions == 0 {
 				continue // gone, not spot or never preempted: stop at once
 			}
-			evicted := x.State == store.StatePending || x.State == store.StateRunning && x.Running != nil && !x.Running.StartedAt.Equal(ref.StartedAt)
+			evicted := x.State == store.StatePending || x.State == store.StateRunning && x.Running != nil && !x.Running.ReplicaStart(ref.Replica).Equal(ref.StartedAt)
 			if !evicted {
 				continue // cancelled or ended: no notice
 			}
@@ -276,13 +276,13 @@ func (s *Server) tasksOf(ctx context.Context, id fleet.NodeID) (api.HeartbeatRep
 				}
 				exited := false
 				for _, e := range x.Exits {
-					exited = exited || (e.Replica == i && e.StartedAt.Equal(x.Running.StartedAt))
+					exited = exited || (e.Replica == i && e.StartedAt.Equal(x.Running.ReplicaStart(i)))
 				}
 				if exited {
 					continue
 				}
 				t := api.Task{
-					ReplicaRef: api.ReplicaRef{Workload: x.Key(), Replica: i, StartedAt: x.Running.StartedAt},
+					ReplicaRef: api.ReplicaRef{Workload: x.Key(), Replica: i, StartedAt: x.Running.ReplicaStart(i)},
 					Tenant:     x.Tenant, Name: string(x.Spec.Name), GangSize: len(x.Running.Replicas),
 					GPUs: rep.GPUs, Hosts: hosts, GracePeriod: api.Duration(s.graceFor(x.Spec)), Preemptions: x.Preemptions,
 					Command: commandOut(x.Command),

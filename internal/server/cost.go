@@ -62,7 +62,7 @@ func metering(wd *world, spotPrices []sched.SpotPrice, pricing *meter.Pricing) s
 		for i, rep := range a.Replicas {
 			r := meter.Record{Workload: w.Key(), Replica: i, Tenant: w.Tenant, TenantRev: created[w.Tenant], Path: pathOf(w.Tenant),
 				Kind: w.Spec.Kind.String(), Class: w.Spec.Labels["class"], Preemptible: w.Spec.Preemptible, Model: a.Flavor, Region: a.Region, Node: rep.Node,
-				GPUs: meter.ReplicaGPUs(rep, w.Spec.GPUs), Start: a.StartedAt, Charge: charge}
+				GPUs: meter.ReplicaGPUs(rep, w.Spec.GPUs), Start: a.ReplicaStart(i), Charge: charge}
 			if n, ok := wd.Fleet.Node(rep.Node); ok && n.SKU != nil {
 				r.SKU = n.SKU.Name
 				r.UnitPrice, r.ListPrice, r.ContractedPrice = prices.Quote(n.SKU, a.Region, charge, r.Path)
@@ -157,7 +157,7 @@ func orphanUsage(tx store.ReadTx, wd *world) ([]string, error) {
 	}
 	err := store.OpenUsage(tx, func(k, wkey string, start time.Time) bool {
 		x := byKey[wkey]
-		if x == nil || x.State != store.StateRunning || x.Running == nil || !x.Running.StartedAt.Equal(start) {
+		if x == nil || x.State != store.StateRunning || x.Running == nil || !x.Running.HasStart(start) {
 			keys = append(keys, k)
 		}
 		return true

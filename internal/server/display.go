@@ -60,7 +60,7 @@ func (sh *shower) show(x *store.Workload) (string, error) {
 	}
 	var waiting []unstarted
 	for r, rep := range x.Running.Replicas {
-		if !startedIn(x, r, x.Running.StartedAt) && sh.isAgent(rep.Node) {
+		if !startedIn(x, r, x.Running.ReplicaStart(r)) && sh.isAgent(rep.Node) {
 			waiting = append(waiting, unstarted{rep.Node, rep.GPUs})
 		}
 	}
@@ -93,7 +93,7 @@ func heldGPUs(tx store.ReadTx) (map[fleet.NodeID]map[int]bool, error) {
 	held := map[fleet.NodeID]map[int]bool{}
 	for _, y := range ws {
 		for _, st := range y.Started {
-			if st.Gone || y.State == store.StateRunning && y.Running != nil && y.Running.StartedAt.Equal(st.StartedAt) {
+			if st.Gone || y.State == store.StateRunning && y.Running != nil && y.Running.HasStart(st.StartedAt) {
 				continue
 			}
 			if held[st.Node] == nil {

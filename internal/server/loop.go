@@ -28,10 +28,13 @@ type whyIndex struct {
 	Revision int64
 	Time     time.Time
 	pending  []sched.Pending
-	prev     *whyIndex
-	depth    int // links behind this one
-	once     sync.Once
-	byKey    map[string]sched.Pending
+	// capped are the running elastic workloads below their max and why
+	// (a full cycle's; quiet cycles keep the last full one's).
+	capped []sched.Capped
+	prev   *whyIndex
+	depth  int // links behind this one
+	once   sync.Once
+	byKey  map[string]sched.Pending
 }
 
 // Pending returns the last cycle's reason for the workload with this key.
@@ -48,6 +51,19 @@ func (x *whyIndex) Pending(key string) (sched.Pending, bool) {
 		}
 	}
 	return sched.Pending{}, false
+}
+
+// Capped returns why the running elastic workload with this key is not
+// larger, as the last full cycle said.
+func (x *whyIndex) Capped(key string) (sched.Capped, bool) {
+	for ; x != nil; x = x.prev {
+		for _, c := range x.capped {
+			if string(c.Workload) == key {
+				return c, true
+			}
+		}
+	}
+	return sched.Capped{}, false
 }
 
 // maxWhyDepth bounds the chain of quiet cycles' indexes (a long timer
@@ -297,7 +313,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		in.SpotPrices, in.Evict = s.spot.input(w.Fleet, now, all, spotSet(in.SpotPrices), in.Evict)
 		plan := sched.Schedule(in)
 		plan.Pending = append(plan.Pending, held...)
-		if len(plan.Placements)+len(plan.Preemptions) > 0 {
+		if len(plan.Placements)+len(plan.Preemptions)+len(plan.Resizes) > 0 {
 			var res store.Applied
 			err = s.st.Update(ctx, func(tx store.WriteTx) error {
 				var err error
@@ -319,10 +335,10 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 			// run the transaction more than once, and res is its last run.
 			s.metrics.placed(res.First)
 			s.notify(false)
-			s.log.Info("scheduler: plan applied", "base", w.Revision, "placed", res.Placed, "preempted", res.Preempted, "pending", len(plan.Pending))
+			s.log.Info("scheduler: plan applied", "base", w.Revision, "placed", res.Placed, "preempted", res.Preempted, "resized", res.Resized, "pending", len(plan.Pending))
 		}
 		s.repriceSpot(ctx, w, in.SpotPrices, now)
-		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending})
+		s.why.Store(&whyIndex{Revision: w.Revision, Time: now, pending: plan.Pending, capped: plan.Capped})
 		s.saveSpot(ctx, now, false)
 		s.fair.set(plan.History)
 		s.saveFairShare(ctx, now, false)

@@ -28,10 +28,13 @@ func (r runInterval) String() string {
 // referenceIntervals derives every run from the event log alone (not from
 // the usage records): a WorkloadPlaced event opens a run at its time, the
 // next WorkloadPreempted, WorkloadCancelled, WorkloadSucceeded or
-// WorkloadFailed event of the workload closes it at its time; the
-// replicas and GPUs come from the workloads' specs. The events are written
-// in the same transactions as the changes, so they are the plans'
-// history.
+// WorkloadFailed event of the workload closes it at its time; a
+// WorkloadResized event ("resized from F to T replicas") of an elastic
+// workload opens replicas F..T-1 at its time (growth) or closes T..F-1
+// (shrink). The replicas a run starts with (its min for an elastic
+// workload) and the GPUs come from the workloads' specs. The events are
+// written in the same transactions as the changes, so they are the
+// plans' history.
 func referenceIntervals(t testing.TB, tx store.ReadTx) (map[string]runInterval, map[string]float64) {
 	t.Helper()
 	ws, err := store.List[store.Workload](tx, "")
@@ -42,17 +45,16 @@ func referenceIntervals(t testing.TB, tx store.ReadTx) (map[string]runInterval, 
 	for _, w := range ws {
 		spec[w.Key()] = w
 	}
-	open := map[string]time.Time{}
+	open := map[string][]time.Time{} // per running workload, its replicas' starts
 	out := map[string]runInterval{}
 	milli := map[string]float64{}
-	closeRun := func(key string, at time.Time) {
-		st, ok := open[key]
-		if !ok {
-			return
+	closeFrom := func(key string, from int, at time.Time) {
+		reps := open[key]
+		for i := from; i < len(reps); i++ {
+			out[store.UsageKey(reps[i], key, i)] = runInterval{workload: key, start: reps[i], end: at, replica: i}
 		}
-		delete(open, key)
-		for i := 0; i < spec[key].Spec.Replicas; i++ {
-			out[store.UsageKey(st, key, i)] = runInterval{workload: key, start: st, end: at, replica: i}
+		if from < len(reps) {
+			open[key] = reps[:from]
 		}
 	}
 	tx.ScanRaw(store.KindEvent, "", "", func(_ string, data []byte) bool {
@@ -66,18 +68,36 @@ func referenceIntervals(t testing.TB, tx store.ReadTx) (map[string]runInterval, 
 		}
 		switch e.Type {
 		case store.EventWorkloadPlaced:
-			closeRun(key, e.Time) // never happens: a run is closed before the next
-			open[key] = e.Time
+			closeFrom(key, 0, e.Time) // never happens: a run is closed before the next
+			n := spec[key].Spec.MinReplicas()
+			reps := make([]time.Time, n)
+			for i := range reps {
+				reps[i] = e.Time
+			}
+			open[key] = reps
+		case store.EventWorkloadResized:
+			var from, to int
+			if _, err := fmt.Sscanf(e.Message, "resized from %d to %d replicas", &from, &to); err != nil {
+				t.Errorf("resize event %q: %v", e.Message, err)
+				return true
+			}
+			if to < from {
+				closeFrom(key, to, e.Time)
+			}
+			for len(open[key]) < to {
+				open[key] = append(open[key], e.Time)
+			}
 		case store.EventWorkloadPreempted, store.EventWorkloadCancelled, store.WorkloadStateEvent(store.StateSucceeded), store.WorkloadStateEvent(store.StateFailed):
-			closeRun(key, e.Time)
+			closeFrom(key, 0, e.Time)
+			delete(open, key)
 		}
 		return true
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for key, st := range open {
-		for i := 0; i < spec[key].Spec.Replicas; i++ {
+	for key, reps := range open {
+		for i, st := range reps {
 			out[store.UsageKey(st, key, i)] = runInterval{workload: key, start: st, replica: i}
 		}
 	}

@@ -237,6 +237,10 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 	for _, x := range plan.Preemptions {
 		evicted[x.Workload] = true
 	}
+	size := make(map[workload.ID]int, len(plan.Resizes))
+	for _, x := range plan.Resizes {
+		size[x.Workload] = x.To
+	}
 	placed := make(map[workload.ID]sched.Placement, len(plan.Placements))
 	for _, x := range plan.Placements {
 		if _, ok := placed[x.Workload]; !ok {
@@ -264,9 +268,13 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 			continue
 		}
 		k := allocKey{x.Tenant, flavor, region}
-		alloc[k] = alloc[k].Add(x.TotalGPUs())
+		total := x.TotalGPUs()
+		if n, ok := size[x.Name]; ok {
+			total = x.GPUs.Mul(n)
+		}
+		alloc[k] = alloc[k].Add(total)
 		if onRes {
-			resUse[x.Reservation] = resUse[x.Reservation].Add(x.TotalGPUs())
+			resUse[x.Reservation] = resUse[x.Reservation].Add(total)
 		}
 	}
 	for t, g := range pendingG {

@@ -84,8 +84,11 @@ func clip(s string, n int) string {
 // it and not yet gone (-1: none).
 func reportedRun(x *store.Workload, id fleet.NodeID, ref api.ReplicaRef) (cur bool, idx int) {
 	a := x.Running
-	cur = x.State == store.StateRunning && a != nil && a.StartedAt.Equal(ref.StartedAt) &&
-		ref.Replica >= 0 && ref.Replica < len(a.Replicas) && a.Replicas[ref.Replica].Node == id
+	// A replica is known by its own start (an elastic workload's growth
+	// starts after its run): a replica given back and grown again is
+	// another process.
+	cur = x.State == store.StateRunning && a != nil && ref.Replica >= 0 && ref.Replica < len(a.Replicas) &&
+		a.ReplicaStart(ref.Replica).Equal(ref.StartedAt) && a.Replicas[ref.Replica].Node == id
 	idx = -1
 	for i, st := range x.Started {
 		if st.Replica == ref.Replica && st.Node == id && st.StartedAt.Equal(ref.StartedAt) && !st.Gone {
@@ -106,10 +109,10 @@ func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaR
 	obj := store.WorkloadObject(x.Key())
 	switch {
 	case rep.Kind == api.ReportStarted && cur:
-		if idx >= 0 || startedIn(x, rep.Replica, x.Running.StartedAt) {
+		if idx >= 0 || startedIn(x, rep.Replica, x.Running.ReplicaStart(rep.Replica)) {
 			return false, nil // reported twice
 		}
-		x.Started = append(x.Started, store.Start{Replica: rep.Replica, StartedAt: x.Running.StartedAt, Node: id, GPUs: x.Running.Replicas[rep.Replica].GPUs})
+		x.Started = append(x.Started, store.Start{Replica: rep.Replica, StartedAt: x.Running.ReplicaStart(rep.Replica), Node: id, GPUs: x.Running.Replicas[rep.Replica].GPUs})
 		pruneStarts(x)
 		if err := store.Put(tx, x, x.Meta.Revision); err != nil {
 			return false, err
@@ -151,10 +154,10 @@ func (s *Server) applyReport(tx store.WriteTx, id fleet.NodeID, rep api.ReplicaR
 			return false, nil // reported twice (the first marked it gone)
 		}
 	}
-	x.Exits = append(x.Exits, store.Exit{Replica: rep.Replica, Code: rep.Code, StartedAt: x.Running.StartedAt})
+	x.Exits = append(x.Exits, store.Exit{Replica: rep.Replica, Code: rep.Code, StartedAt: x.Running.ReplicaStart(rep.Replica)})
 	done, failed := 0, false
 	for _, e := range x.Exits {
-		if e.StartedAt.Equal(x.Running.StartedAt) {
+		if e.Replica < len(x.Running.Replicas) && e.StartedAt.Equal(x.Running.ReplicaStart(e.Replica)) {
 			done++
 			failed = failed || e.Code != 0
 		}

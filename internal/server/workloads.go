@@ -372,6 +372,19 @@ func (s *Server) whyWorkload(w http.ResponseWriter, r *http.Request) error {
 			out.Reason += fmt.Sprintf(", on reservation %s", x.Spec.Reservation)
 		}
 		s.setOverrun(&out, x, s.now())
+		if x.Spec.Elastic != nil {
+			out.Replicas, out.MinReplicas, out.MaxReplicas = len(a.Replicas), x.Spec.MinReplicas(), x.Spec.MaxReplicas()
+			out.Reason += fmt.Sprintf("; elastic %d–%d", out.MinReplicas, out.MaxReplicas)
+			switch c, ok := idx.Capped(x.Key()); {
+			case out.Replicas >= out.MaxReplicas:
+				out.NotLarger = "at its max"
+			case ok:
+				out.NotLarger = c.Reason
+			default:
+				out.NotLarger = "not yet considered for growth"
+			}
+			out.Details = append(out.Details, "not larger: "+out.NotLarger)
+		}
 	case store.StateCancelled:
 		out.Reason = "cancelled"
 		if x.EndReason != "" {

@@ -173,12 +173,24 @@ func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
 // places running from now. The changed workloads are copies; w is not
 // changed.
 func (w *world) after(plan sched.Plan, now time.Time) *world {
-	if len(plan.Placements)+len(plan.Preemptions) == 0 {
+	if len(plan.Placements)+len(plan.Preemptions)+len(plan.Resizes) == 0 {
 		return w
 	}
 	change := make(map[string]*workload.Assignment, len(plan.Placements)+len(plan.Preemptions))
 	for _, p := range plan.Preemptions {
 		change[string(p.Workload)] = nil
+	}
+	resized := map[string]int{}
+	if len(plan.Resizes) > 0 {
+		rs := make(map[string]sched.Resize, len(plan.Resizes))
+		for _, r := range plan.Resizes {
+			rs[string(r.Workload)] = r
+		}
+		for _, x := range w.Workloads {
+			if r, ok := rs[x.Key()]; ok && x.Running != nil {
+				change[x.Key()], resized[x.Key()] = sched.Resized(x.Running, r, now), r.To
+			}
+		}
 	}
 	for _, g := range plan.Placed() {
 		change[string(g.Workload)] = sched.Assignment(g.Placements, now)
@@ -194,6 +206,11 @@ func (w *world) after(plan sched.Plan, now time.Time) *world {
 		}
 		y := *x
 		y.Running = a
+		if n, ok := resized[x.Key()]; ok {
+			y.Spec.Replicas = n
+		} else if a == nil {
+			y.Spec.Replicas = y.Spec.MinReplicas()
+		}
 		c.Workloads[i] = &y
 	}
 	return &c

@@ -111,6 +111,13 @@ type Size struct {
 	GPUs     resource.MilliGPU `yaml:"gpus"`
 	Replicas int               `yaml:"replicas"`
 	Weight   float64           `yaml:"weight"`
+	// MaxReplicas, when set, makes the workloads elastic (opt-in): they
+	// start with Replicas, the core grows them into idle capacity up to
+	// MaxReplicas, Step at a time (0: 1), and shrinks them before it
+	// preempts anything. An elastic job's work is measured at Replicas:
+	// at n replicas it progresses n/Replicas as fast (linear scaling).
+	MaxReplicas int `yaml:"max_replicas"`
+	Step        int `yaml:"step"`
 }
 
 // Service is an inference service (the coding-assistant case): replicas in
@@ -254,6 +261,14 @@ func decodeScenario(file string, data []byte) (_ *Scenario, decodeErr error, _ y
 		for j, sz := range g.Sizes {
 			if sz.GPUs <= 0 || sz.Replicas < 1 || sz.Weight < 0 {
 				errs.Add(g.Pos, fmt.Sprintf("%s.sizes[%d]", f, j), "a size needs gpus > 0, replicas ≥ 1 and weight ≥ 0")
+			}
+			if sz.MaxReplicas != 0 || sz.Step != 0 {
+				spec := workload.Spec{Replicas: sz.Replicas, Elastic: &workload.Elastic{Min: sz.Replicas, Max: sz.MaxReplicas, Step: sz.Step}}
+				for _, fe := range spec.Validate() {
+					if field, ok := map[string]string{"replicas.max": "max_replicas", "replicas.step": "step"}[fe.Field]; ok {
+						errs.Add(g.Pos, fmt.Sprintf("%s.sizes[%d].%s", f, j, field), "%s", fe.Msg)
+					}
+				}
 			}
 		}
 		if g.Count == 0 && g.RatePerHour <= 0 {

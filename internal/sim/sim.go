@@ -411,6 +411,7 @@ func (s *Sim) newJob(gi int) *job {
 		Preemptible:        g.Preemptible,
 		GPUs:               sz.GPUs,
 		Replicas:           sz.Replicas,
+		Elastic:            sizeElastic(sz),
 		Flavors:            g.Flavors,
 		Regions:            g.Regions,
 		Topology:           g.Topology,
@@ -430,6 +431,65 @@ func (s *Sim) newJob(gi int) *job {
 		j.deadline = s.now.Add(g.Patience)
 	}
 	return j
+}
+
+// sizeElastic is a size's elastic bounds, nil unless it sets max_replicas.
+func sizeElastic(sz Size) *workload.Elastic {
+	if sz.MaxReplicas == 0 {
+		return nil
+	}
+	return &workload.Elastic{Min: sz.Replicas, Max: sz.MaxReplicas, Step: max(sz.Step, 1)}
+}
+
+// rate is how fast j progresses: 1 at its size, or for an elastic job
+// its replicas over its min (its work is measured at its min).
+func (j *job) rate() float64 {
+	if j.w.Elastic == nil || j.w.Elastic.Min <= 0 {
+		return 1
+	}
+	return float64(j.w.Replicas) / float64(j.w.Elastic.Min)
+}
+
+// progressed takes the work j did since progressFrom off its remaining
+// work, and moves progressFrom to now.
+func (s *Sim) progressed(j *job) {
+	if s.now.After(j.progressFrom) {
+		if r := j.rate(); r == 1 {
+			j.remaining -= s.now.Sub(j.progressFrom)
+		} else {
+			j.remaining -= time.Duration(float64(s.now.Sub(j.progressFrom)) * r)
+		}
+		j.progressFrom = s.now
+	}
+}
+
+// resize applies an elastic job's resize (a growth's replicas take their
+// GPUs, a shrink's give theirs back): its run so far is metered at the
+// old size, its progress taken at the old rate, and its completion moved
+// to what the new rate gives.
+func (s *Sim) resize(j *job, r sched.Resize) {
+	a := j.w.Running
+	s.metrics.ran(j, j.placedAt, s.now)
+	s.progressed(j)
+	for i := r.To; i < r.From && i < len(a.Replicas); i++ {
+		n, _ := s.cfg.Fleet.Node(a.Replicas[i].Node)
+		s.use(n.Index, -int64(a.Replicas[i].Milli)*int64(len(a.Replicas[i].GPUs)))
+	}
+	for _, p := range r.Add {
+		n, _ := s.cfg.Fleet.Node(p.Node)
+		s.use(n.Index, p.Milli*int64(len(p.GPUs)))
+	}
+	j.w.Running, j.w.Replicas = sched.Resized(a, r, s.now), r.To
+	j.placedAt = s.now
+	s.tally.track(j)
+	s.metrics.res.Events++
+	j.version++
+	if j.remaining > 0 && j.svc < 0 {
+		end := j.progressFrom.Add(time.Duration(float64(max(j.remaining, 0)) / j.rate())).Truncate(Step).Add(Step)
+		j.w.ExpectedRuntime = end.Sub(j.w.Running.StartedAt)
+		s.push(event{at: end, kind: evComplete, job: j, version: j.version})
+	}
+	s.dirty = true
 }
 
 // labelsOf returns generator gi's workload labels: its class and its
@@ -511,10 +571,9 @@ func (s *Sim) release(j *job) {
 	}
 	s.metrics.ran(j, j.placedAt, s.now)
 	s.metrics.res.Events++ // a run ends: completion, preemption or cancel
-	if s.now.After(j.progressFrom) {
-		j.remaining -= s.now.Sub(j.progressFrom)
-	}
+	s.progressed(j)
 	j.w.Running, j.running = nil, false
+	j.w.Replicas = j.w.MinReplicas() // an elastic job waits at its min
 	j.version++
 	s.tally.track(j)
 }
@@ -623,11 +682,22 @@ func (s *Sim) cycle() {
 		lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
 		s.metrics.preempted(j, p, time.Duration(lost*float64(time.Second)))
 		s.stepEvicted = append(s.stepEvicted, j.w.Name)
+		rate := j.rate()
 		s.release(j)
-		j.remaining += time.Duration(lost * float64(time.Second))
+		j.remaining += time.Duration(lost * rate * float64(time.Second))
 		j.requeued()
 		j.waitFrom = s.now
 		s.dirty = true
+	}
+	for _, r := range plan.Resizes {
+		j := byName[r.Workload]
+		if j == nil || j.w.Running == nil || len(j.w.Running.Replicas) != r.From {
+			continue
+		}
+		if r.Shrink() && r.By != "" {
+			grace[r.By] = max(grace[r.By], j.w.GracePeriod)
+		}
+		s.resize(j, r)
 	}
 	for _, g := range plan.Placed() {
 		ps := g.Placements
@@ -640,6 +710,9 @@ func (s *Sim) cycle() {
 		j.w.Running, j.running = a, true
 		s.tally.track(j)
 		j.placedAt = s.now
+		if j.w.Elastic != nil {
+			s.dirty = true // placed at its min: the next cycle may grow it
+		}
 		j.longestWait = max(j.longestWait, s.now.Sub(j.waitFrom))
 		if !j.plannedAt.IsZero() {
 			s.metrics.plannedStarted(!s.now.After(j.plannedAt.Add(s.sc.Cycle)))
@@ -697,8 +770,9 @@ func (s *Sim) spotPrices() {
 		if spot.Evicts(s.metrics.spot[s.nodeKey[n.Index]], j.w.MaxPrice) {
 			s.metrics.spotEvicted(j)
 			lost := j.w.WorkLost(s.now) / (float64(j.gpus()) / resource.PerGPU)
+			rate := j.rate()
 			s.release(j)
-			j.remaining += time.Duration(lost * float64(time.Second))
+			j.remaining += time.Duration(lost * rate * float64(time.Second))
 			j.requeued()
 			s.dirty = true
 		}

@@ -39,6 +39,7 @@ const (
 	EventWorkloadSubmitted EventKind = "WorkloadSubmitted"
 	EventWorkloadPlaced    EventKind = "WorkloadPlaced"
 	EventWorkloadPreempted EventKind = "WorkloadPreempted"
+	EventWorkloadResized   EventKind = "WorkloadResized" // an elastic workload grew or shrank
 	EventWorkloadCancelled EventKind = "WorkloadCancelled"
 
 	EventReplicaStarted EventKind = "ReplicaStarted"

@@ -17,6 +17,7 @@ var guarded = []Kind{KindTenant, KindNode, KindReservation, KindPartition}
 type Applied struct {
 	Placed    int // workloads that became running
 	Preempted int // running workloads evicted back to pending
+	Resized   int // running elastic workloads grown or shrunk
 	// First are the workloads placed for the first time (never preempted
 	// before): how long each waited since its submission.
 	First []FirstPlacement
@@ -36,7 +37,10 @@ type FirstPlacement struct {
 // submitted or cancelled-while-running after base do not void it: the
 // first are simply not in the plan, the second only free capacity.
 //
-// Victims are evicted back to pending; placed workloads run from now.
+// Victims are evicted back to pending (an elastic one at its min);
+// resized elastic workloads take their new size (the usage records of the
+// replicas a shrink removes end at now, those a growth adds open at now);
+// placed workloads run from now.
 // Victims of a placement with AfterPreemption exit at once here (no agent
 // runs them yet); a node agent will make the placement wait for them.
 // Plans name workloads by WorkloadKey. Every change is logged as an event.
@@ -78,6 +82,23 @@ func ApplyPlanMetered(tx WriteTx, base int64, plan sched.Plan, now time.Time, m 
 		victims = append(victims, w)
 		victimByID[p.Workload] = w
 	}
+	resized := make([]*Workload, 0, len(plan.Resizes))
+	for _, r := range plan.Resizes {
+		if victimByID[r.Workload] != nil {
+			return res, fmt.Errorf("store: plan both preempts and resizes %s", r.Workload)
+		}
+		w, err := load(r.Workload, StateRunning)
+		if err != nil {
+			return res, err
+		}
+		if w.Running == nil || len(w.Running.Replicas) != r.From || w.Spec.Elastic == nil {
+			return res, fmt.Errorf("%w: plan resizes %s from %d replicas, it runs %d", ErrConflict, r.Workload, r.From, len(w.Running.Replicas))
+		}
+		if r.To < w.Spec.MinReplicas() || r.To > w.Spec.MaxReplicas() || (!r.Shrink() && len(r.Add) != r.To-r.From) {
+			return res, fmt.Errorf("store: plan resizes %s to %d replicas (elastic %d–%d) with %d added", r.Workload, r.To, w.Spec.MinReplicas(), w.Spec.MaxReplicas(), len(r.Add))
+		}
+		resized = append(resized, w)
+	}
 	type placed struct {
 		w  *Workload
 		ps []sched.Placement
@@ -100,6 +121,7 @@ func ApplyPlanMetered(tx WriteTx, base int64, plan sched.Plan, now time.Time, m 
 			return res, err
 		}
 		w.State, w.Running = StatePending, nil
+		w.Spec.Replicas = w.Spec.MinReplicas()
 		w.Preemptions++
 		w.LastPreemption = victimReason(p, w.Tenant)
 		if err := Put(tx, w, w.Meta.Revision); err != nil {
@@ -110,6 +132,31 @@ func ApplyPlanMetered(tx WriteTx, base int64, plan sched.Plan, now time.Time, m 
 			return res, err
 		}
 		res.Preempted++
+	}
+	for i, w := range resized {
+		r := plan.Resizes[i]
+		if r.Shrink() {
+			if err := closeReplicas(tx, w, r.To, r.From, now); err != nil {
+				return res, err
+			}
+		}
+		w.Running, w.Spec.Replicas = sched.Resized(w.Running, r, now), r.To
+		if err := Put(tx, w, w.Meta.Revision); err != nil {
+			return res, err
+		}
+		if m != nil && !r.Shrink() {
+			recs := m(w, w.Running)
+			for j := r.From; j < r.To && j < len(recs); j++ {
+				if err := PutUsage(tx, &recs[j]); err != nil {
+					return res, err
+				}
+			}
+		}
+		msg := fmt.Sprintf("resized from %d to %d replicas: %s", r.From, r.To, resizeReason(r, w.Tenant))
+		if err := AppendEvent(tx, &Event{Time: now, Type: EventWorkloadResized, Object: WorkloadObject(w.Key()), Tenant: w.Tenant, Message: msg}); err != nil {
+			return res, err
+		}
+		res.Resized++
 	}
 	for _, x := range order {
 		w, ps := x.w, x.ps
@@ -138,6 +185,12 @@ func ApplyPlanMetered(tx WriteTx, base int64, plan sched.Plan, now time.Time, m 
 		}
 	}
 	return res, nil
+}
+
+// resizeReason is a resize's reason as the workload's tenant is told it
+// (a claimant of another tenant is not named, as in victimReason).
+func resizeReason(r sched.Resize, tenant string) string {
+	return victimReason(sched.Preemption{By: r.By, Reason: r.Reason}, tenant)
 }
 
 // victimReason is a preemption's reason as the victim's tenant is told it

@@ -270,8 +270,15 @@ func CloseRun(tx WriteTx, w *Workload, now time.Time) error {
 	if a == nil {
 		return nil
 	}
-	for i := range a.Replicas {
-		if _, err := closeUsage(tx, UsageKey(a.StartedAt, w.Key(), i), now); err != nil {
+	return closeReplicas(tx, w, 0, len(a.Replicas), now)
+}
+
+// closeReplicas ends the usage records of replicas from..to-1 of w's
+// current run at now (those an elastic workload's shrink removes).
+func closeReplicas(tx WriteTx, w *Workload, from, to int, now time.Time) error {
+	a := w.Running
+	for i := from; i < to && i < len(a.Replicas); i++ {
+		if _, err := closeUsage(tx, UsageKey(a.ReplicaStart(i), w.Key(), i), now); err != nil {
 			return err
 		}
 	}
@@ -289,7 +296,8 @@ func EndRun(tx WriteTx, w *Workload, st State, now time.Time, reason string) err
 }
 
 // Metering makes the usage records of a run ApplyPlanMetered places: one
-// per replica of a, opened at a.StartedAt.
+// per replica of a, opened when it started (a.ReplicaStart; the replicas
+// an elastic workload grows by start later than its run).
 type Metering func(w *Workload, a *workload.Assignment) []meter.Record
 
 // OpenUsage calls fn with the key, workload and run start of every open
@@ -319,11 +327,12 @@ func CloseOrphanUsage(tx WriteTx, now time.Time, keys []string) (int, error) {
 	}
 	n := 0
 	for _, k := range keys {
-		start, wkey, _, err := splitUsageKey(k)
+		start, wkey, replica, err := splitUsageKey(k)
 		if err != nil {
 			return n, err
 		}
-		if w, err := Get[Workload](tx, wkey); err == nil && w.State == StateRunning && w.Running != nil && w.Running.StartedAt.Equal(start) {
+		if w, err := Get[Workload](tx, wkey); err == nil && w.State == StateRunning && w.Running != nil &&
+			replica < len(w.Running.Replicas) && w.Running.ReplicaStart(replica).Equal(start) {
 			continue
 		}
 		closed, err := closeUsage(tx, k, now)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/meter"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
@@ -337,5 +339,125 @@ func TestSplitUsage(t *testing.T) {
 		if len(totals) != 1 || totals[0].Cost < want-1e-6 || totals[0].Cost > want+1e-6 {
 			t.Errorf("totals %+v, want cost %v", totals, want)
 		}
+	})
+}
+
+// TestApplyPlanResize: an elastic workload's growth opens usage records
+// for the replicas it adds, from the growth on; a shrink ends the records
+// of the replicas it removes and leaves the others open; growing again
+// opens new records (the closed ones are kept); the orphan sweep keeps
+// every record of the run that still runs; GPU-hours are conserved. On
+// both stores.
+func TestApplyPlanResize(t *testing.T) {
+	forEachStore(t, testApplyPlanResize)
+}
+
+func testApplyPlanResize(t *testing.T, st testStore, _ func() testStore) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := func(w *Workload, a *workload.Assignment) []meter.Record {
+		var out []meter.Record
+		for i, rep := range a.Replicas {
+			r := usageRecord(w.Tenant, string(w.Spec.Name), i, a.ReplicaStart(i))
+			r.GPUs, r.Node = 1000, rep.Node
+			out = append(out, r)
+		}
+		return out
+	}
+	spec := workload.Spec{Name: "serve", Tenant: "t", Replicas: 2, GPUs: 1000, Elastic: &workload.Elastic{Min: 2, Max: 4, Step: 1}}
+	a := &workload.Assignment{Flavor: "A100-80G", Region: "eastus", StartedAt: t0,
+		Replicas: []workload.Replica{{Node: "n1", GPUs: []int{0}, Milli: 1000}, {Node: "n1", GPUs: []int{1}, Milli: 1000}}}
+	var rev int64
+	err := st.Update(ctx, func(tx WriteTx) error {
+		w := &Workload{Tenant: "t", State: StateRunning, Spec: spec, Running: a}
+		if err := Put(tx, w, MustNotExist); err != nil {
+			return err
+		}
+		for _, r := range m(w, a) {
+			if err := PutUsage(tx, &r); err != nil {
+				return err
+			}
+		}
+		rev = tx.Revision()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(p sched.Plan, now time.Time) Applied {
+		t.Helper()
+		var res Applied
+		err := st.Update(ctx, func(tx WriteTx) error {
+			var err error
+			res, err = ApplyPlanMetered(tx, rev, p, now, m)
+			rev = tx.Revision()
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	add := func(from int, gpus ...int) []sched.Placement {
+		var ps []sched.Placement
+		for i, g := range gpus {
+			ps = append(ps, sched.Placement{Workload: "t/serve", Replica: from + i, Node: "n1", GPUs: []int{g}, Milli: 1000, Flavor: "A100-80G", Region: "eastus"})
+		}
+		return ps
+	}
+	t1, t2, t3, t4 := t0.Add(time.Hour), t0.Add(3*time.Hour), t0.Add(4*time.Hour), t0.Add(6*time.Hour)
+	if res := apply(sched.Plan{Resizes: []sched.Resize{{Workload: "t/serve", From: 2, To: 4, Reason: "grows", Add: add(2, 2, 3)}}}, t1); res.Resized != 1 {
+		t.Fatalf("growth applied %+v", res)
+	}
+	apply(sched.Plan{Resizes: []sched.Resize{{Workload: "t/serve", From: 4, To: 2, By: "u/claim", Reason: "gives growth back to u/claim"}}}, t2)
+	apply(sched.Plan{Resizes: []sched.Resize{{Workload: "t/serve", From: 2, To: 3, Reason: "grows", Add: add(2, 5)}}}, t3)
+	// A stale resize (the workload no longer runs that many) is refused.
+	err = st.Update(ctx, func(tx WriteTx) error {
+		_, err := ApplyPlanMetered(tx, rev, sched.Plan{Resizes: []sched.Resize{{Workload: "t/serve", From: 4, To: 2}}}, t3, m)
+		return err
+	})
+	if !errors.Is(err, ErrConflict) {
+		t.Errorf("stale resize: %v, want ErrConflict", err)
+	}
+	err = st.Update(ctx, func(tx WriteTx) error {
+		n, err := CloseOrphanUsage(tx, t4, nil)
+		if n != 0 {
+			t.Errorf("orphan sweep closed %d records of a running workload", n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.View(ctx, func(tx ReadTx) error {
+		w, _ := Get[Workload](tx, "t/serve")
+		if w.Spec.Replicas != 3 || len(w.Running.Replicas) != 3 || !w.Running.ReplicaStart(2).Equal(t3) || !w.Running.ReplicaStart(1).Equal(t0) {
+			t.Errorf("workload after resizes: replicas %d, running %+v", w.Spec.Replicas, w.Running)
+		}
+		type span struct{ start, end time.Time }
+		var got []span
+		ScanUsage(tx, "", t4, func(_ string, r *meter.Record) bool {
+			got = append(got, span{r.Start, r.End})
+			return true
+		})
+		want := []span{{t0, time.Time{}}, {t0, time.Time{}}, {t1, t2}, {t1, t2}, {t3, time.Time{}}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("usage records %v, want %v", got, want)
+		}
+		totals, _ := UsageTotals(tx, t4)
+		// 2 × 6 h + 2 × 2 h + 1 × 2 h.
+		if len(totals) != 1 || totals[0].GPUHours != 18 {
+			t.Errorf("totals %+v, want 18 GPU-hours", totals)
+		}
+		evs, _ := List[Event](tx, "")
+		n := 0
+		for _, e := range evs {
+			if e.Is(EventWorkloadResized) {
+				n++
+			}
+		}
+		if n != 3 {
+			t.Errorf("%d resize events, want 3", n)
+		}
+		return nil
 	})
 }

@@ -133,8 +133,14 @@ type Spec struct {
 	Priority    Priority `yaml:"priority"`
 	Preemptible bool     `yaml:"preemptible"`
 	// GPUs per replica: whole GPUs, or 1–999 milli as a share of one GPU.
-	GPUs     resource.MilliGPU `yaml:"gpus"`
-	Replicas int               `yaml:"replicas"`
+	GPUs resource.MilliGPU `yaml:"gpus"`
+	// Replicas is how many replicas run: a number, or for an elastic
+	// workload (written replicas: {min: 4, max: 32, step: 4}) its current
+	// size, Elastic.Min while it is pending (see Elastic).
+	Replicas int `yaml:"replicas,or=Elastic"`
+	// Elastic, when set, bounds an elastic workload's replicas (the
+	// mapping form of replicas).
+	Elastic *Elastic `yaml:"-"`
 	// CPU and memory per replica; zero means "no constraint".
 	CPU    resource.MilliCPU `yaml:"cpu_milli"`
 	Memory resource.MiB      `yaml:"memory_mib"`
@@ -154,6 +160,54 @@ type Spec struct {
 	Labels             map[string]string `yaml:"labels"`
 }
 
+// Elastic bounds an elastic workload: it starts with Min replicas (the
+// core places it as a workload of Min replicas), grows into idle capacity
+// Step replicas at a time up to Max, and on reclaim or a higher-priority
+// claim gives the growth back, highest replicas first, down to Min, before
+// any other workload is preempted. Growth beyond Min is borrowing, but
+// for what its tenant's guarantee still covers after the tenant's other
+// work: that is protected from other tenants (see sched's README).
+type Elastic struct {
+	Min int `yaml:"min"`
+	Max int `yaml:"max"`
+	// Step is how many replicas it grows or shrinks by at a time (a gang
+	// that grows in whole groups); 0 means 1.
+	Step int `yaml:"step"`
+}
+
+// MaxReplicasBound is the most replicas a workload may ask for.
+const MaxReplicasBound = 100_000
+
+// IsElastic reports whether the workload's replica count may change.
+func (s *Spec) IsElastic() bool { return s.Elastic != nil }
+
+// MinReplicas is the size an elastic workload starts with and shrinks to
+// (Replicas for a fixed one).
+func (s *Spec) MinReplicas() int {
+	if s.Elastic != nil {
+		return s.Elastic.Min
+	}
+	return s.Replicas
+}
+
+// MaxReplicas is the most replicas the workload may grow to (Replicas for
+// a fixed one).
+func (s *Spec) MaxReplicas() int {
+	if s.Elastic != nil {
+		return s.Elastic.Max
+	}
+	return s.Replicas
+}
+
+// ReplicaStep is how many replicas an elastic workload grows or shrinks
+// by at a time (1 when Step is left out).
+func (s *Spec) ReplicaStep() int {
+	if s.Elastic != nil && s.Elastic.Step > 0 {
+		return s.Elastic.Step
+	}
+	return 1
+}
+
 // The defaults of a spec's optional fields: one set for every way a spec
 // comes in (the API's api.WorkloadSpec.ToWorkload and config files, see
 // Defaults). Kind batch and topology any are the zero values.
@@ -164,10 +218,19 @@ const (
 
 // Defaults fills what the writer of a spec left out: the priority class
 // (normal) unless prioritySet — the zero class is spot, so only the
-// decoder can tell an absent class from spot — and replicas (1) when 0.
+// decoder can tell an absent class from spot — and replicas (1) when 0;
+// an elastic workload's replicas are its min, and its step 1, when left out.
 func (s *Spec) Defaults(prioritySet bool) {
 	if !prioritySet {
 		s.Priority = DefaultPriority
+	}
+	if e := s.Elastic; e != nil {
+		if e.Step == 0 {
+			e.Step = 1
+		}
+		if s.Replicas == 0 {
+			s.Replicas = e.Min
+		}
 	}
 	if s.Replicas == 0 {
 		s.Replicas = DefaultReplicas
@@ -197,8 +260,22 @@ func (s *Spec) Validate() []FieldError {
 	case s.GPUs > resource.GPUs(64):
 		add("gpus", "%v GPUs per replica is more than any machine has; use replicas", s.GPUs)
 	}
-	if s.Replicas < 1 || s.Replicas > 100_000 {
-		add("replicas", "replicas must be between 1 and 100000, got %d", s.Replicas)
+	if e := s.Elastic; e != nil {
+		step := max(e.Step, 1)
+		switch {
+		case e.Min < 1 || e.Min > MaxReplicasBound:
+			add("replicas.min", "min must be between 1 and %d, got %d", MaxReplicasBound, e.Min)
+		case e.Max < e.Min || e.Max > MaxReplicasBound:
+			add("replicas.max", "max must be between min (%d) and %d, got %d", e.Min, MaxReplicasBound, e.Max)
+		case e.Step < 0 || e.Step > e.Max:
+			add("replicas.step", "step must be between 1 and max (%d), got %d", e.Max, e.Step)
+		case (e.Max-e.Min)%step != 0:
+			add("replicas.step", "step %d must divide max − min (%d − %d = %d): the workload grows in whole steps", step, e.Max, e.Min, e.Max-e.Min)
+		case s.Replicas < e.Min || s.Replicas > e.Max || (s.Replicas-e.Min)%step != 0:
+			add("replicas", "an elastic workload runs min (%d) plus whole steps of %d up to max (%d) replicas, got %d", e.Min, step, e.Max, s.Replicas)
+		}
+	} else if s.Replicas < 1 || s.Replicas > MaxReplicasBound {
+		add("replicas", "replicas must be between 1 and %d, got %d", MaxReplicasBound, s.Replicas)
 	}
 	if len(s.Flavors) == 0 {
 		add("flavors", "list at least one acceptable GPU model")
@@ -240,6 +317,31 @@ type Replica struct {
 	// one index and Milli < 1000.
 	GPUs  []int             `yaml:"gpus"`
 	Milli resource.MilliGPU `yaml:"milli"` // per GPU
+	// Since is when the replica started, for one an elastic workload grew
+	// by after its run started; zero: with the run (Assignment.StartedAt).
+	Since time.Time `yaml:"since" json:",omitzero"`
+}
+
+// HasStart reports whether some replica of the run started at t.
+func (a *Assignment) HasStart(t time.Time) bool {
+	if a.StartedAt.Equal(t) {
+		return true
+	}
+	for _, r := range a.Replicas {
+		if r.Since.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// ReplicaStart is when replica i of the run started (Replica.Since, or
+// the run's StartedAt).
+func (a *Assignment) ReplicaStart(i int) time.Time {
+	if i >= 0 && i < len(a.Replicas) && !a.Replicas[i].Since.IsZero() {
+		return a.Replicas[i].Since
+	}
+	return a.StartedAt
 }
 
 // Assignment is where a running workload sits.

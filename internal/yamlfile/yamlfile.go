@@ -8,6 +8,9 @@
 //   - a duplicate key is an error;
 //   - a field of type Pos is filled with the position of the mapping that
 //     holds it, so later validation can point at the right line;
+//   - a field tagged `yaml:"name,or=Other"` takes a mapping under its key
+//     into sibling field Other instead (a value written as a number or as a
+//     mapping: replicas: 4 or replicas: {min: 4, max: 32});
 //   - a type that implements Unmarshaler parses its own scalar; its error is
 //     reported at the scalar's position with the field path;
 //   - time.Duration accepts Go durations ("150ms", "5m", "1h30m") and days ("7d");
@@ -454,6 +457,10 @@ func Keys(v any) []string {
 type fieldInfo struct {
 	index []int
 	name  string
+	// or is the index of the field a mapping under this key decodes into
+	// instead (tag option or=Field: a value written either as a number or
+	// as a mapping, such as replicas: 4 and replicas: {min: 4, max: 32}).
+	or []int
 }
 
 func structFields(t reflect.Type) (fields []fieldInfo, posIndex []int) {
@@ -474,14 +481,24 @@ func structFields(t reflect.Type) (fields []fieldInfo, posIndex []int) {
 		if opts == "inline" && f.Type.Kind() == reflect.Struct {
 			inner, _ := structFields(f.Type)
 			for _, in := range inner {
-				fields = append(fields, fieldInfo{index: append([]int{i}, in.index...), name: in.name})
+				fi := fieldInfo{index: append([]int{i}, in.index...), name: in.name}
+				if in.or != nil {
+					fi.or = append([]int{i}, in.or...)
+				}
+				fields = append(fields, fi)
 			}
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
-		fields = append(fields, fieldInfo{index: f.Index, name: name})
+		fi := fieldInfo{index: f.Index, name: name}
+		if alt, ok := strings.CutPrefix(opts, "or="); ok {
+			if af, ok := t.FieldByName(alt); ok && len(af.Index) == 1 {
+				fi.or = af.Index
+			}
+		}
+		fields = append(fields, fi)
 	}
 	return fields, posIndex
 }
@@ -526,6 +543,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			if c := closest(k.Value, names); c != "" && !present(n, c) {
 				d.errs[len(d.errs)-1].meant = join(path, c)
 			}
+			continue
+		}
+		if f.or != nil && val.Kind == yaml.MappingNode {
+			d.decode(val, v.FieldByIndex(f.or), join(path, k.Value))
 			continue
 		}
 		d.decode(val, v.FieldByIndex(f.index), join(path, k.Value))

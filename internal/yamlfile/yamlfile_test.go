@@ -154,3 +154,33 @@ func TestMerge(t *testing.T) {
 		t.Errorf("Merge(nil, checks) has %d problems, want %d", len(got), len(checks))
 	}
 }
+
+func TestDecodeOr(t *testing.T) {
+	type bounds struct {
+		Min int `yaml:"min"`
+		Max int `yaml:"max"`
+	}
+	type Spec struct {
+		N      int     `yaml:"n,or=Bounds"`
+		Bounds *bounds `yaml:"-"`
+	}
+	type file struct {
+		Spec `yaml:",inline"`
+	}
+	var a file
+	if err := Decode("f.yaml", []byte("n: 3\n"), &a); err != nil || a.N != 3 || a.Bounds != nil {
+		t.Fatalf("number form: %+v %v", a, err)
+	}
+	var b file
+	if err := Decode("f.yaml", []byte("n: {min: 2, max: 5}\n"), &b); err != nil || b.N != 0 || b.Bounds == nil || *b.Bounds != (bounds{2, 5}) {
+		t.Fatalf("mapping form: %+v %v", b, err)
+	}
+	var c file
+	err := Decode("f.yaml", []byte("n: {min: 2, mx: 5}\n"), &c)
+	if err == nil || !strings.Contains(err.Error(), "n.mx") {
+		t.Fatalf("unknown key in the mapping form: %v", err)
+	}
+	if ks := Keys(&c); len(ks) != 1 || ks[0] != "n" {
+		t.Errorf("Keys = %v, want [n]", ks)
+	}
+}
