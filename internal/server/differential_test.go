@@ -99,7 +99,22 @@ type arrival struct {
 	regions            []string
 	maxPrice           float64
 	labels             map[string]string
+	// maxReplicas and step make it elastic: replicas is then its min.
+	maxReplicas, step int
 }
+
+// diffScript is one scripted scenario: the fleet and tenants, the
+// arrivals, the policy file (none when empty) and the pushed metrics.
+type diffScript struct {
+	fleet    string
+	arrivals []arrival
+	policy   string
+	samples  func() []sim.MetricSample
+	minutes  int
+}
+
+// mainScript uses every policy action.
+var mainScript = diffScript{fleet: diffFleet, arrivals: diffArrivals, policy: diffPolicy, samples: diffSamples, minutes: diffMinutes}
 
 var diffArrivals = []arrival{
 	{at: 0, name: "train", tenant: "contoso", kind: "training", priority: workload.PriorityNormal, gpus: 8, replicas: 2, flavor: "A100-80G", regions: []string{"eastus", "westus2"}, labels: map[string]string{"team": "ml"}},
@@ -187,12 +202,16 @@ func diffOptions(fair bool) string {
 }
 
 // runDiffSim runs the script through the simulator.
-func runDiffSim(t *testing.T, fair bool) []diffStep {
+func runDiffSim(t *testing.T, sc diffScript, fair bool) []diffStep {
 	t.Helper()
 	var gens strings.Builder
-	for _, a := range diffArrivals {
-		fmt.Fprintf(&gens, "  - {name: %s, kind: %s, tenant: %s, priority: %s, preemptible: %v, count: 1, at: %s, flavors: [%s], regions: [%s], sizes: [{gpus: %d, replicas: %d}], runtime_min: 240h, runtime_max: 240h, max_price: %g",
-			a.name, a.kind, a.tenant, a.priority, a.preemptible, a.at, a.flavor, strings.Join(a.regions, ", "), a.gpus, a.replicas, a.maxPrice)
+	for _, a := range sc.arrivals {
+		size := fmt.Sprintf("{gpus: %d, replicas: %d}", a.gpus, a.replicas)
+		if a.maxReplicas > 0 {
+			size = fmt.Sprintf("{gpus: %d, replicas: %d, max_replicas: %d, step: %d}", a.gpus, a.replicas, a.maxReplicas, max(a.step, 1))
+		}
+		fmt.Fprintf(&gens, "  - {name: %s, kind: %s, tenant: %s, priority: %s, preemptible: %v, count: 1, at: %s, flavors: [%s], regions: [%s], sizes: [%s], runtime_min: 240h, runtime_max: 240h, max_price: %g",
+			a.name, a.kind, a.tenant, a.priority, a.preemptible, a.at, a.flavor, strings.Join(a.regions, ", "), size, a.maxPrice)
 		if len(a.labels) > 0 {
 			var ls []string
 			for _, k := range slices.Sorted(maps.Keys(a.labels)) {
@@ -202,21 +221,29 @@ func runDiffSim(t *testing.T, fair bool) []diffStep {
 		}
 		gens.WriteString("}\n")
 	}
-	src := fmt.Sprintf("name: diff\nstart: %s\nduration: %dm\ncycle: 1m\n%sgenerators:\n%s", diffStart.Format(time.RFC3339), diffMinutes, diffFleet, gens.String())
-	sc, err := sim.ParseScenario("diff.yaml", []byte(src))
+	src := fmt.Sprintf("name: diff\nstart: %s\nduration: %dm\ncycle: 1m\n%sgenerators:\n%s", diffStart.Format(time.RFC3339), sc.minutes, sc.fleet, gens.String())
+	scn, err := sim.ParseScenario("diff.yaml", []byte(src))
 	if err != nil {
 		t.Fatalf("scenario: %v\n%s", err, src)
 	}
-	st, err := sim.LoadStrategy(fstest.MapFS{
-		"s/diff.yaml":        {Data: []byte("name: diff\ndescription: the differential test\npolicies: diff-policy.yaml\n" + diffOptions(fair))},
-		"s/diff-policy.yaml": {Data: []byte(diffPolicy)},
-	}, "s/diff")
+	strategy := "name: diff\ndescription: the differential test\n"
+	files := fstest.MapFS{}
+	if sc.policy != "" {
+		strategy += "policies: diff-policy.yaml\n"
+		files["s/diff-policy.yaml"] = &fstest.MapFile{Data: []byte(sc.policy)}
+	}
+	files["s/diff.yaml"] = &fstest.MapFile{Data: []byte(strategy + diffOptions(fair))}
+	st, err := sim.LoadStrategy(files, "s/diff")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var samples []sim.MetricSample
+	if sc.samples != nil {
+		samples = sc.samples()
+	}
 	var steps []diffStep
 	prev := map[string][]string{}
-	s, err := sim.New(sc, st, sim.Options{Seed: 1, Samples: diffSamples(), OnStep: func(r sim.StepRecord) {
+	s, err := sim.New(scn, st, sim.Options{Seed: 1, Samples: samples, OnStep: func(r sim.StepRecord) {
 		d := diffStep{Running: map[string][]string{}}
 		for _, f := range r.Firings {
 			d.Firings = append(d.Firings, f.Rule+" "+f.Event.String())
@@ -239,24 +266,27 @@ func runDiffSim(t *testing.T, fair bool) []diffStep {
 }
 
 // runDiffServer runs the script through a real in-process server.
-func runDiffServer(t *testing.T, fair bool) []diffStep {
+func runDiffServer(t *testing.T, sc diffScript, fair bool) []diffStep {
 	t.Helper()
 	now := diffStart
 	o := Options{RateLimit: -1, Clock: func() time.Time { return now }}
 	if fair {
 		o.Scheduling.FairShare.HalfLife = diffHalfLife
 	}
-	h := newHarness(t, diffFleet, o)
+	h := newHarness(t, sc.fleet, o)
 	tenants := map[string]*client.Client{"contoso": h.tenant("contoso"), "fabrikam": h.tenant("fabrikam")}
-	samples := diffSamples()
+	var samples []sim.MetricSample
+	if sc.samples != nil {
+		samples = sc.samples()
+	}
 	// The simulator numbers jobs in arrival order (time, then script
 	// order); the server's workloads carry the same names.
-	order := make([]int, len(diffArrivals))
+	order := make([]int, len(sc.arrivals))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return int(diffArrivals[a].at - diffArrivals[b].at) })
-	seq := make([]int, len(diffArrivals))
+	slices.SortStableFunc(order, func(a, b int) int { return int(sc.arrivals[a].at - sc.arrivals[b].at) })
+	seq := make([]int, len(sc.arrivals))
 	for n, i := range order {
 		seq[i] = n + 1
 	}
@@ -264,9 +294,9 @@ func runDiffServer(t *testing.T, fair bool) []diffStep {
 	prev := map[string][]string{}
 	seen := 0
 	var lastEvent int64
-	for m := 0; m < diffMinutes; m++ {
+	for m := 0; m < sc.minutes; m++ {
 		now = diffStart.Add(time.Duration(m) * time.Minute)
-		for i, a := range diffArrivals {
+		for i, a := range sc.arrivals {
 			if a.at != now.Sub(diffStart) {
 				continue
 			}
@@ -275,14 +305,17 @@ func runDiffServer(t *testing.T, fair bool) []diffStep {
 			spec := api.WorkloadSpec{Name: fmt.Sprintf("%s-%06d", a.name, seq[i]), Kind: a.kind, Priority: a.priority.String(), Preemptible: a.preemptible,
 				GPUs: api.GPUs(a.gpus * 1000), Replicas: a.replicas, Flavors: []string{a.flavor}, Regions: a.regions,
 				ExpectedRuntime: api.Duration(240 * time.Hour), MaxPrice: a.maxPrice, Labels: labels}
+			if a.maxReplicas > 0 {
+				spec.Replicas, spec.Elastic = 0, &api.ElasticSpec{Min: a.replicas, Max: a.maxReplicas, Step: max(a.step, 1)}
+			}
 			if _, err := tenants[a.tenant].Submit(h.ctx, a.tenant, spec); err != nil {
 				t.Fatalf("minute %d: submit %s: %v", m, spec.Name, err)
 			}
 		}
-		if m == 0 {
+		if m == 0 && sc.policy != "" {
 			// Applied once the classes and services it names exist (the
 			// server knows them from the workloads' labels).
-			if err := h.s.ApplyPolicy(h.ctx, "diff-policy", "diff-policy.yaml", diffPolicy); err != nil {
+			if err := h.s.ApplyPolicy(h.ctx, "diff-policy", "diff-policy.yaml", sc.policy); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -300,14 +333,16 @@ func runDiffServer(t *testing.T, fair bool) []diffStep {
 		h.s.TickPolicies(h.ctx)
 		h.s.Cycle(h.ctx)
 		d := diffStep{Running: map[string][]string{}}
-		fs, err := h.admin.Firings(h.ctx, "diff-policy")
-		if err != nil {
-			t.Fatal(err)
+		if sc.policy != "" {
+			fs, err := h.admin.Firings(h.ctx, "diff-policy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fs[seen:] {
+				d.Firings = append(d.Firings, f.Rule+" "+f.Event)
+			}
+			seen = len(fs)
 		}
-		for _, f := range fs[seen:] {
-			d.Firings = append(d.Firings, f.Rule+" "+f.Event)
-		}
-		seen = len(fs)
 		evs, err := h.admin.Events(h.ctx, lastEvent, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
@@ -350,32 +385,15 @@ func TestDifferentialSimServer(t *testing.T) {
 }
 
 func diffSimServer(t *testing.T, fair bool) {
-	simSteps := runDiffSim(t, fair)
-	srvSteps := runDiffServer(t, fair)
-	if len(simSteps) != len(srvSteps) {
-		t.Fatalf("%d simulator steps, %d server steps", len(simSteps), len(srvSteps))
-	}
+	steps := compareDiff(t, mainScript, fair)
 	fired := map[string]bool{}
-	evicted, diffs, notes := 0, 0, 0
-	for i := range simSteps {
-		a, b := simSteps[i], srvSteps[i]
+	evicted, notes := 0, 0
+	for _, a := range steps {
 		for _, f := range a.Firings {
 			fired[f] = true
 		}
 		evicted += len(a.Evicted)
 		notes += len(a.Notes)
-		if testing.Verbose() {
-			t.Logf("minute %d: %s", i, a)
-		}
-		if a.String() != b.String() {
-			diffs++
-			if diffs <= 5 {
-				t.Errorf("minute %d differs:\n  simulator: %s\n  server:    %s", i, a, b)
-			}
-		}
-	}
-	if diffs > 5 {
-		t.Errorf("... %d steps differ in all", diffs)
 	}
 	// The script must exercise what it claims: every rule fires, those
 	// whose condition clears revert, and some work is evicted.
@@ -391,5 +409,81 @@ func diffSimServer(t *testing.T, fair bool) {
 	}
 	if evicted == 0 || notes == 0 {
 		t.Errorf("%d evictions, %d notifications in the script; want both", evicted, notes)
+	}
+}
+
+// compareDiff runs sc through the simulator and the server and fails the
+// test at each step that differs; it returns the simulator's steps.
+func compareDiff(t *testing.T, sc diffScript, fair bool) []diffStep {
+	t.Helper()
+	simSteps := runDiffSim(t, sc, fair)
+	srvSteps := runDiffServer(t, sc, fair)
+	if len(simSteps) != len(srvSteps) {
+		t.Fatalf("%d simulator steps, %d server steps", len(simSteps), len(srvSteps))
+	}
+	diffs := 0
+	for i := range simSteps {
+		a, b := simSteps[i], srvSteps[i]
+		if testing.Verbose() {
+			t.Logf("minute %d: %s", i, a)
+		}
+		if a.String() != b.String() {
+			diffs++
+			if diffs <= 5 {
+				t.Errorf("minute %d differs:\n  simulator: %s\n  server:    %s", i, a, b)
+			}
+		}
+	}
+	if diffs > 5 {
+		t.Errorf("... %d steps differ in all", diffs)
+	}
+	return simSteps
+}
+
+// elasticFleet: four A100 machines; each tenant is guaranteed half.
+const elasticFleet = `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: eus-a
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 4}]
+tenants:
+  - name: contoso
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 16, limit: 32}
+  - name: fabrikam
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 16, limit: 32}
+`
+
+// elasticScript: contoso's elastic serve (8 GPUs a replica, 1 to 4) grows
+// into the idle fleet; fabrikam's gang within its guarantee makes it give
+// growth back; more fabrikam work beyond its guarantee waits (serve's
+// remaining growth is within contoso's guarantee), and a contoso job takes
+// contoso's own growth.
+var elasticScript = diffScript{fleet: elasticFleet, minutes: 20, arrivals: []arrival{
+	{at: 0, name: "serve", tenant: "contoso", kind: "inference", priority: workload.PriorityNormal, gpus: 8, replicas: 1, maxReplicas: 4, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 5 * time.Minute, name: "train", tenant: "fabrikam", kind: "training", priority: workload.PriorityNormal, gpus: 8, replicas: 2, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 10 * time.Minute, name: "more", tenant: "fabrikam", kind: "batch", priority: workload.PriorityNormal, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 15 * time.Minute, name: "job", tenant: "contoso", kind: "batch", priority: workload.PriorityNormal, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+}}
+
+// TestDifferentialElastic: elastic growth and shrink (issue 18) are the
+// same, step by step, in the simulator and the server; the script must
+// grow serve to its max and shrink it.
+func TestDifferentialElastic(t *testing.T) {
+	steps := compareDiff(t, elasticScript, false)
+	sizes := map[int]bool{}
+	for _, d := range steps {
+		for name, nodes := range d.Running {
+			if strings.HasPrefix(name, "serve-") {
+				sizes[len(nodes)] = true
+			}
+		}
+	}
+	if !sizes[4] || !sizes[2] {
+		t.Errorf("serve ran at sizes %v; the script must grow it to 4 and shrink it to 2", slices.Sorted(maps.Keys(sizes)))
 	}
 }
