@@ -24,3 +24,38 @@ func TestToWorkloadDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestToWorkloadMIG: mig and gpu_memory come through the API with the
+// field named in every refusal.
+func TestToWorkloadMIG(t *testing.T) {
+	s, errs := WorkloadSpec{Name: "m", MIG: "3g.40gb", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}.ToWorkload()
+	if len(errs) > 0 || s.GPUs != 500 || s.MIG != "3g.40gb" {
+		t.Errorf("mig 3g.40gb: gpus %v errs %v", s.GPUs, errs)
+	}
+	if back := SpecFrom(s); back.MIG != "3g.40gb" {
+		t.Errorf("SpecFrom lost mig: %+v", back)
+	}
+	s, errs = WorkloadSpec{Name: "g", GPUs: 1000, GPUMemory: "20GiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}.ToWorkload()
+	if len(errs) > 0 || s.GPUMemory != 20<<10 || SpecFrom(s).GPUMemory != "20GiB" {
+		t.Errorf("gpu_memory 20GiB: %v %v", s.GPUMemory, errs)
+	}
+	for _, tc := range []struct {
+		in    WorkloadSpec
+		field string
+	}{
+		{WorkloadSpec{Name: "x", MIG: "9g.99gb", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "mig"},
+		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: "20GB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
+		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: "999TiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
+		{WorkloadSpec{Name: "x", MIG: "3g.40gb", Flavors: []string{"T4"}, Regions: []string{"eastus"}}, "flavors[0]"},
+	} {
+		in, field := tc.in, tc.field
+		_, errs := in.ToWorkload()
+		found := false
+		for _, e := range errs {
+			found = found || e.Field == field
+		}
+		if !found {
+			t.Errorf("%+v: errors %v name no %s", in, errs, field)
+		}
+	}
+}
