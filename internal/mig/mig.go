@@ -48,8 +48,10 @@ type GPU struct {
 	// best[mask][profile]: the start of least loss, the loss, or -1
 	// (computed once per model, see init).
 	best [1 << Slots][]choice
-	// placeable[mask] counts the (profile, start) pairs that still fit.
+	// placeable[mask] counts the (profile, start) pairs that still fit;
+	// count[mask][profile] how many more instances of one profile fit.
 	placeable [1 << Slots]int
+	count     [1 << Slots][]int8
 }
 
 type choice struct {
@@ -241,8 +243,25 @@ func (g *GPU) init() {
 			}
 		}
 		g.best[m] = row
+		counts := make([]int8, len(g.Profiles))
+		for p := range g.Profiles {
+			// Starts are aligned to the profile's size (or a 1-slice
+			// profile's), so placing from the lowest free start packs
+			// the most instances.
+			ll := l
+			for _, st := range g.Profiles[p].Starts {
+				if ll&g.Mask(p, st) == 0 {
+					ll |= g.Mask(p, st)
+					counts[p]++
+				}
+			}
+		}
+		g.count[m] = counts
 	}
 }
+
+// Count is how many more instances of profile p fit on layout l.
+func (g *GPU) Count(l Layout, p int) int { return int(g.count[l][p]) }
 
 // Instance is one GPU instance on a GPU: its profile and first slice.
 type Instance struct {

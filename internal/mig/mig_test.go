@@ -213,6 +213,21 @@ func TestPropertyLayouts(t *testing.T) {
 						t.Fatalf("%s: Place accepted %s at %d on %08b", g.Model, g.Profiles[p].Name, start, l)
 					}
 				}
+				for q := range g.Profiles {
+					// Count agrees with placing instances one by one.
+					n, ll := 0, l
+					for {
+						st, _, ok := g.Best(ll, q)
+						if !ok {
+							break
+						}
+						ll |= g.Mask(q, st)
+						n++
+					}
+					if c := g.Count(l, q); c < n || (c > 0) != g.Fits(l, q, func() int { st, _, _ := g.Best(l, q); return st }()) {
+						t.Fatalf("%s: Count(%08b, %s) = %d, Best places %d", g.Model, l, g.Profiles[q].Name, c, n)
+					}
+				}
 				got, err := g.Check(insts)
 				if err != nil {
 					t.Fatalf("%s: invalid layout %v: %v", g.Model, insts, err)

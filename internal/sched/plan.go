@@ -59,6 +59,9 @@ type Placement struct {
 	AfterPreemption bool `json:"after_preemption,omitempty"`
 	// Within is set when the workload fits in its tenant's guarantee.
 	Within bool `json:"within,omitempty"`
+	// MIG is the replica's MIG instance on GPUs[0] (a workload with a
+	// MIG profile), nil otherwise.
+	MIG *workload.MIGInstance `json:"mig,omitempty"`
 }
 
 // Preemption evicts a running workload (all its replicas).

@@ -71,6 +71,16 @@ type Blocker struct {
 	// not evict it then (NoCapacity, NoBlock). The planned workloads are not
 	// named: they may be other tenants'.
 	Planned *PlanHold `json:"planned,omitempty"`
+	// MIG is the workload's MIG profile when the flavor has no such
+	// profile (NoFlavor, NoMIGMode false), when no node of the flavor
+	// and region is in MIG mode (NoFlavor, NoMIGMode), or when no MIG
+	// slice fits (NoCapacity).
+	MIG       string `json:"mig,omitempty"`
+	NoMIGMode bool   `json:"no_mig_mode,omitempty"`
+	// GPUMemory is the workload's GPU memory when the flavor has less,
+	// ModelMemoryGiB (NoFlavor).
+	GPUMemory      resource.GPUMemory `json:"gpu_memory_mib,omitempty"`
+	ModelMemoryGiB int                `json:"model_memory_gib,omitempty"`
 	// Hold is the policy cap holding the workload back (PolicyHeld);
 	// Limit is then the cap, Used what the capped work already holds.
 	Hold *PolicyHold `json:"hold,omitempty"`
@@ -150,6 +160,16 @@ func (b Blocker) text() string {
 			return "no acceptable flavor or region"
 		}
 	case ReasonNoFlavor:
+		switch {
+		case b.MIG != "" && b.NoMIGMode:
+			return fmt.Sprintf("no %s in %s is in MIG mode (node label mig: enabled) for MIG profile %s", b.Flavor, b.Region, b.MIG)
+		case b.MIG != "":
+			return fmt.Sprintf("%s has no MIG profile %s", b.Flavor, b.MIG)
+		case b.GPUMemory > 0 && b.ModelMemoryGiB > 0:
+			return fmt.Sprintf("%s has %dGiB per GPU, less than gpu_memory %v", b.Flavor, b.ModelMemoryGiB, b.GPUMemory)
+		case b.GPUMemory > 0:
+			return fmt.Sprintf("%s is not a known GPU model: its memory cannot meet gpu_memory %v", b.Flavor, b.GPUMemory)
+		}
 		return fmt.Sprintf("no %s in %s", b.Flavor, b.Region)
 	case ReasonSpotPrice:
 		if b.Price > b.MaxPrice || b.Firm {
@@ -184,9 +204,15 @@ func (b Blocker) text() string {
 			where = fmt.Sprintf("%s pools %v", b.Region, b.Pools)
 		}
 		var msg string
-		if b.Code == ReasonNoBlock {
+		switch {
+		case b.MIG != "" && b.Code == ReasonNoBlock:
+			msg = fmt.Sprintf("no block in %s where %d MIG slices %s of %s fit%s", where, b.Replicas, b.MIG, b.Flavor, why)
+		case b.MIG != "":
+			msg = fmt.Sprintf("no MIG slice %s fits on the MIG-mode %s in %s for %d replica%s (%v free in reach, in slices too fragmented or too small)%s",
+				b.MIG, b.Flavor, where, b.Replicas, plural(b.Replicas), b.Free, why)
+		case b.Code == ReasonNoBlock:
 			msg = fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s", where, b.Requested, b.Flavor, b.Replicas, b.PerReplica, why)
-		} else {
+		default:
 			msg = fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s", b.Replicas, b.PerReplica, b.Flavor, where, b.Free, why)
 		}
 		if h := b.Held; h != nil {

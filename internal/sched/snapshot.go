@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched/score"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -30,6 +31,9 @@ type poolKey struct {
 	kind   poolKind
 	id     int    // partition or reservation index
 	label  string // the nodes' PoolLabel, when some workload asks for pools
+	// mig is set for nodes in MIG mode: only MIG claims use their pools,
+	// and MIG claims use no other (eligiblePools).
+	mig bool
 }
 
 // PoolLabel is the node label that names a node's pool, which workloads'
@@ -91,6 +95,11 @@ func (p *pool) first(k int) int {
 type nodeState struct {
 	node    *fleet.Node
 	free    []int32 // free milli per GPU
+	// mig is, on a node in MIG mode, each GPU's occupied memory slices
+	// (mig.Layout); mg its model's MIG rules. Both nil on other nodes.
+	// A MIG instance also takes its share's milli from free.
+	mig     []uint8
+	mg      *mig.GPU
 	whole   int     // GPUs with all 1000 milli free
 	partial int     // GPUs partly used
 	cpu     resource.MilliCPU
@@ -312,6 +321,7 @@ type change struct {
 	refs  []tenancy.Ref
 	amt   resource.MilliGPU
 	run   int
+	mask  uint8 // the MIG instance's slices on gpus[0] (opTake, opGive)
 }
 
 const (
@@ -324,16 +334,17 @@ const (
 	opSlack  // node's slack lost delta GPUs
 )
 
-// take removes milli from GPUs gpus of node i.
-func (s *snapshot) take(i int, gpus []int, milli int32, cpu resource.MilliCPU, mem resource.MiB) {
-	s.adjust(i, gpus, -milli, cpu, mem)
-	s.journal = append(s.journal, change{op: opTake, node: i, gpus: gpus, delta: milli, cpu: cpu, mem: mem})
+// take removes milli from GPUs gpus of node i, and the MIG instance's
+// slices mask (0: none) from its layouts.
+func (s *snapshot) take(i int, gpus []int, milli int32, mask uint8, cpu resource.MilliCPU, mem resource.MiB) {
+	s.adjust(i, gpus, -milli, mask, cpu, mem)
+	s.journal = append(s.journal, change{op: opTake, node: i, gpus: gpus, delta: milli, mask: mask, cpu: cpu, mem: mem})
 }
 
-// give returns milli to GPUs gpus of node i.
-func (s *snapshot) give(i int, gpus []int, milli int32, cpu resource.MilliCPU, mem resource.MiB) {
-	s.adjust(i, gpus, milli, -cpu, -mem)
-	s.journal = append(s.journal, change{op: opGive, node: i, gpus: gpus, delta: milli, cpu: cpu, mem: mem})
+// give returns milli to GPUs gpus of node i, and the slices mask.
+func (s *snapshot) give(i int, gpus []int, milli int32, mask uint8, cpu resource.MilliCPU, mem resource.MiB) {
+	s.adjust(i, gpus, milli, mask, -cpu, -mem)
+	s.journal = append(s.journal, change{op: opGive, node: i, gpus: gpus, delta: milli, mask: mask, cpu: cpu, mem: mem})
 }
 
 func (s *snapshot) chargeJ(refs []tenancy.Ref, amt resource.MilliGPU) {
@@ -347,12 +358,16 @@ func (s *snapshot) refundJ(refs []tenancy.Ref, amt resource.MilliGPU) {
 }
 
 // adjust adds delta milli to each GPU in gpus and takes cpu and mem (which
-// may be negative to give them back).
-func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
+// may be negative to give them back); a MIG instance's slices mask are
+// taken (delta < 0) or given back on its GPU's layout.
+func (s *snapshot) adjust(i int, gpus []int, delta int32, mask uint8, cpu resource.MilliCPU, mem resource.MiB) {
 	ns := &s.nodes[i]
 	oldWhole, oldPartial := ns.whole, ns.partial
 	if s.nodeVer != nil {
 		s.nodeVer[i]++
+	}
+	if mask != 0 {
+		ns.layout(gpus, delta, mask)
 	}
 	var diff int64
 	for _, g := range gpus {
@@ -378,9 +393,24 @@ func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU,
 	}
 }
 
-// hold changes a node's free GPUs and CPU/memory without touching the
-// pool indexes (used while the snapshot is being built).
-func (ns *nodeState) hold(gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
+// layout takes (delta < 0) or gives back a MIG instance's slices mask on
+// the GPUs' layouts.
+func (ns *nodeState) layout(gpus []int, delta int32, mask uint8) {
+	for _, g := range gpus {
+		if delta < 0 {
+			ns.mig[g] |= mask
+		} else {
+			ns.mig[g] &^= mask
+		}
+	}
+}
+
+// hold changes a node's free GPUs, MIG layouts and CPU/memory without
+// touching the pool indexes (used while the snapshot is being built).
+func (ns *nodeState) hold(gpus []int, delta int32, mask uint8, cpu resource.MilliCPU, mem resource.MiB) {
+	if mask != 0 {
+		ns.layout(gpus, delta, mask)
+	}
 	for _, g := range gpus {
 		before := ns.free[g]
 		after := min(max(before+delta, 0), resource.PerGPU)
@@ -418,9 +448,9 @@ func (s *snapshot) rollback(m int) {
 		c := s.journal[i]
 		switch c.op {
 		case opTake:
-			s.adjust(c.node, c.gpus, c.delta, -c.cpu, -c.mem)
+			s.adjust(c.node, c.gpus, c.delta, c.mask, -c.cpu, -c.mem)
 		case opGive:
-			s.adjust(c.node, c.gpus, -c.delta, c.cpu, c.mem)
+			s.adjust(c.node, c.gpus, -c.delta, c.mask, c.cpu, c.mem)
 		case opCharge:
 			s.refund(c.refs, c.amt)
 		case opRefund:
