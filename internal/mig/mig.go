@@ -3,8 +3,8 @@
 // model's GPU-instance profiles (name, compute slices, memory slices) and
 // the start positions NVIDIA allows for them, a GPU's layout as a bitmask
 // of its occupied memory slices, and a fragmentation-aware choice of where
-// a new instance goes (the FGD idea: the placement that costs the fewest
-// future placements).
+// a new instance goes (the FGD idea: the placement that adds the least
+// fragmentation, free slices that the profiles can no longer use).
 //
 // A GPU in MIG mode has 8 memory slices (positions 0–7) and 7 compute
 // slices. An instance of a profile occupies Memory consecutive memory
@@ -49,9 +49,11 @@ type GPU struct {
 	// (computed once per model, see init).
 	best [1 << Slots][]choice
 	// placeable[mask] counts the (profile, start) pairs that still fit;
-	// count[mask][profile] how many more instances of one profile fit.
+	// count[mask][profile] how many more instances of one profile fit;
+	// frag[mask] is the layout's fragmentation (Frag).
 	placeable [1 << Slots]int
 	count     [1 << Slots][]int8
+	frag      [1 << Slots]int
 }
 
 type choice struct {
@@ -205,10 +207,21 @@ func (g *GPU) Free(l Layout, p, start int) Layout { return l &^ g.Mask(p, start)
 // much room for future instances the layout leaves.
 func (g *GPU) Placeable(l Layout) int { return g.placeable[l] }
 
-// Best returns where profile p goes on layout l so that the layout keeps
-// the most room for future instances: the start that loses the fewest
-// placeable (profile, start) pairs (Placeable), the lowest start on ties,
-// and that loss; ok is false when p fits nowhere on l.
+// Frag is the fragmentation of layout l, in the manner of FGD (Weng et
+// al., "Beware of Fragmentation", ATC 2023) with every profile equally
+// likely: for each profile, the free memory slices that instances of it
+// could not use however many were placed, summed over the profiles. A
+// full GPU and an empty one that every profile tiles have none; a GPU
+// whose free slices are scattered has much.
+func (g *GPU) Frag(l Layout) int { return g.frag[l] }
+
+// Best returns where profile p goes on layout l so that it adds the least
+// fragmentation: the start whose layout has the lowest Frag (the highest
+// start on ties: a GPU fills from its end), and that increase (negative when the instance fills a
+// gap); ok is false when p fits nowhere on l. Among GPUs, the one with
+// the lowest increase is the FGD choice: it packs a GPU already in use
+// before it breaks an empty one, and puts a small slice at the end of a
+// GPU, where it blocks the fewest larger ones.
 func (g *GPU) Best(l Layout, p int) (start, loss int, ok bool) {
 	c := g.best[l][p]
 	return int(c.start), int(c.loss), c.start >= 0
@@ -229,20 +242,6 @@ func (g *GPU) init() {
 	}
 	for m := 0; m < 1<<Slots; m++ {
 		l := Layout(m)
-		row := make([]choice, len(g.Profiles))
-		for p := range g.Profiles {
-			row[p] = choice{start: -1}
-			for _, st := range g.Profiles[p].Starts {
-				if l&g.Mask(p, st) != 0 {
-					continue
-				}
-				loss := g.placeable[l] - g.placeable[l|g.Mask(p, st)]
-				if row[p].start < 0 || loss < int(row[p].loss) {
-					row[p] = choice{start: int8(st), loss: int8(loss)}
-				}
-			}
-		}
-		g.best[m] = row
 		counts := make([]int8, len(g.Profiles))
 		for p := range g.Profiles {
 			// Starts are aligned to the profile's size (or a 1-slice
@@ -257,6 +256,27 @@ func (g *GPU) init() {
 			}
 		}
 		g.count[m] = counts
+		free := Slots - l.Used()
+		for p := range g.Profiles {
+			g.frag[m] += free - int(counts[p])*g.Profiles[p].Memory
+		}
+	}
+	for m := 0; m < 1<<Slots; m++ {
+		l := Layout(m)
+		row := make([]choice, len(g.Profiles))
+		for p := range g.Profiles {
+			row[p] = choice{start: -1}
+			for _, st := range g.Profiles[p].Starts {
+				if l&g.Mask(p, st) != 0 {
+					continue
+				}
+				loss := g.frag[l|g.Mask(p, st)] - g.frag[l]
+				if row[p].start < 0 || loss <= int(row[p].loss) { // the highest start on ties
+					row[p] = choice{start: int8(st), loss: int8(loss)}
+				}
+			}
+		}
+		g.best[m] = row
 	}
 }
 

@@ -154,9 +154,10 @@ func TestKnownLayouts(t *testing.T) {
 	}
 }
 
-// TestBestPrefersPacking: FGD's choice keeps the most room. A 1-slice
-// instance on an empty GPU goes to slice 6 (which blocks only the 7g and
-// one 3g), and onto a GPU partly used rather than an empty one.
+// TestBestPrefersPacking: FGD's choice adds the least fragmentation. A
+// 1-slice instance on an empty GPU goes to slice 6 (where it blocks only
+// the 7g and one 3g), and onto a GPU partly used rather than an empty
+// one; a second 3g fills a GPU's other half rather than an empty GPU.
 func TestBestPrefersPacking(t *testing.T) {
 	g, _ := For("H100-80G")
 	p := g.Index("1g.10gb")
@@ -171,6 +172,15 @@ func TestBestPrefersPacking(t *testing.T) {
 	}
 	if _, _, ok := g.Best(0xff, p); ok {
 		t.Error("placed on a full GPU")
+	}
+	p3 := g.Index("3g.40gb")
+	st, lossFill, _ := g.Best(g.Mask(p3, 4), p3)
+	_, lossNew, _ := g.Best(0, p3)
+	if st != 0 || lossFill >= lossNew {
+		t.Errorf("second 3g.40gb: at %d, loss %d beside the first, %d on an empty GPU", st, lossFill, lossNew)
+	}
+	if g.Frag(0xff) != 0 || g.Frag(0) <= 0 || g.Frag(0b01010101) <= g.Frag(0b00001111) {
+		t.Errorf("Frag: full %d, empty %d, scattered %d, half %d", g.Frag(0xff), g.Frag(0), g.Frag(0b01010101), g.Frag(0b00001111))
 	}
 }
 

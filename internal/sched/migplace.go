@@ -13,9 +13,9 @@ import (
 // share of the GPU's milli, so that free capacity, quota and the pool
 // indexes count it as they count a share of a GPU. Where an instance goes
 // is chosen the FGD way: among the GPUs of the claim's pools and the
-// starts NVIDIA allows, the one that loses the fewest placeable (profile,
-// start) pairs of the GPU (mig.GPU.Best), then the first node in pool
-// order, the lowest GPU index, the lowest start.
+// starts NVIDIA allows, the one that adds the least fragmentation to its
+// GPU (mig.GPU.Best, Frag), then the first node in pool order, the lowest
+// GPU index, the lowest start.
 
 // gpuFit says whether candidate c's GPU model can serve w at all: a MIG
 // profile it has, at least w's GPU memory.
@@ -77,7 +77,8 @@ func migBest(cl *claim, ns *nodeState) (gpu, start, loss int) {
 }
 
 // bestNodeMIG is bestNode for a MIG claim: in pool order, the node whose
-// best instance placement loses the least, first in the pool on ties.
+// best instance placement adds the least fragmentation, first in the pool
+// on ties.
 func (s *snapshot) bestNodeMIG(cl *claim) int {
 	for _, pi := range cl.pools {
 		best, bestLoss := -1, 0
@@ -88,9 +89,6 @@ func (s *snapshot) bestNodeMIG(cl *claim) int {
 			}
 			if g, _, loss := migBest(cl, ns); g >= 0 && (best < 0 || loss < bestLoss) {
 				best, bestLoss = i, loss
-				if loss == 0 {
-					break
-				}
 			}
 		}
 		if best >= 0 {

@@ -234,7 +234,7 @@ func (s *Spec) Validate() []FieldError {
 		add("tenant", "a workload needs a tenant")
 	}
 	switch {
-	case s.GPUs <= 0:
+	case s.GPUs <= 0 && s.MIG == "": // with mig, mig says what is wrong
 		add("gpus", "ask for at least 1 milli-GPU (write e.g. 1, 8, 0.5 or 250m)")
 	case s.GPUs >= resource.PerGPU && !s.GPUs.Whole():
 		add("gpus", "%v GPUs: more than one GPU must be a whole number", s.GPUs)
