@@ -93,15 +93,15 @@ func (p *pool) first(k int) int {
 
 // nodeState is the free capacity of one node during a cycle.
 type nodeState struct {
-	node    *fleet.Node
-	free    []int32 // free milli per GPU
+	node *fleet.Node
+	free []int32 // free milli per GPU
 	// mig is, on a node in MIG mode, each GPU's occupied memory slices
 	// (mig.Layout); mg its model's MIG rules. Both nil on other nodes.
 	// A MIG instance also takes its share's milli from free.
 	mig     []uint8
 	mg      *mig.GPU
-	whole   int     // GPUs with all 1000 milli free
-	partial int     // GPUs partly used
+	whole   int // GPUs with all 1000 milli free
+	partial int // GPUs partly used
 	cpu     resource.MilliCPU
 	mem     resource.MiB
 	pool    int // index into snapshot.pools, -1 when down
