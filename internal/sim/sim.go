@@ -408,6 +408,7 @@ func (s *Sim) newJob(gi int) *job {
 		Priority:           g.Priority,
 		Preemptible:        g.Preemptible,
 		GPUs:               sz.GPUs,
+		MIG:                sz.MIG,
 		Replicas:           sz.Replicas,
 		Flavors:            g.Flavors,
 		Regions:            g.Regions,
