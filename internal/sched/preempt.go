@@ -284,7 +284,7 @@ func (a *area) apply(ri int, sign int32) {
 			a.free[p][g] += sign * rep.milli
 		}
 		var layouts []uint8
-		if a.layouts != nil {
+		if a.cl.mg != nil {
 			layouts = a.layouts[p]
 			for _, g := range rep.gpus {
 				if sign > 0 {

@@ -793,6 +793,9 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 		if !ok {
 			continue
 		}
+		if _, ok := s.gpuFit(w, c); !ok {
+			continue // no such MIG profile, or too little memory
+		}
 		cl := s.newClaim(w, t, c)
 		if s.resUsed[ri].Add(cl.total) > s.resCapacity(r) {
 			continue
@@ -800,7 +803,7 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 		var pools []int // the reservation's pools (one per pool label) the workload accepts
 		for _, pi := range s.regionModel[tenancy.Key{Model: c.model, Region: c.region}] {
 			k := s.pools[pi].key
-			if k.kind == poolReservation && k.id == ri && (len(w.Pools) == 0 || slices.Contains(w.Pools, k.label)) {
+			if k.kind == poolReservation && k.id == ri && (len(w.Pools) == 0 || slices.Contains(w.Pools, k.label)) && k.mig == (cl.mg != nil) {
 				pools = append(pools, pi)
 			}
 		}
@@ -1423,7 +1426,7 @@ func (s *snapshot) upcomingHeld(cl *claim) *UpcomingHold {
 	var h *UpcomingHold
 	for _, pi := range s.regionModel[cl.key] {
 		k := s.pools[pi].key
-		if k.kind != poolReservation || slices.Contains(cl.pools, pi) {
+		if k.kind != poolReservation || slices.Contains(cl.pools, pi) || k.mig != (cl.mg != nil) {
 			continue
 		}
 		r := &s.in.Reservations[k.id]
