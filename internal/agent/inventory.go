@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/mig"
 )
 
 // Inventory reports a machine's GPUs: what they are, and their current
@@ -64,6 +65,13 @@ type FakeInventory struct{ gpus []api.GPUInfo }
 func (f *FakeInventory) MIGDevice(gpu int, profile string, start int) (string, error) {
 	if gpu < 0 || gpu >= len(f.gpus) || !f.gpus[gpu].MIG {
 		return "", fmt.Errorf("agent: fake GPU %d is not in MIG mode", gpu)
+	}
+	g, ok := mig.For(f.gpus[gpu].Model)
+	if !ok {
+		return "", fmt.Errorf("agent: fake GPU %d (%s) has no MIG", gpu, f.gpus[gpu].Model)
+	}
+	if p := g.Index(profile); p < 0 || !g.ValidStart(p, start) {
+		return "", fmt.Errorf("agent: fake GPU %d (%s) has no MIG profile %q at slice %d", gpu, g.Model, profile, start)
 	}
 	return fmt.Sprintf("MIG-%s-%s-%d", strings.TrimPrefix(f.gpus[gpu].UUID, "GPU-"), profile, start), nil
 }

@@ -128,6 +128,12 @@ func TestFakeMIG(t *testing.T) {
 	if err != nil || u != "MIG-fake-n1-1-3g.40gb-4" {
 		t.Fatalf("fake MIG device %q %v", u, err)
 	}
+	if _, err := inv.(MIGResolver).MIGDevice(1, "3g.40gb;rm -rf", 4); err == nil {
+		t.Fatal("fake MIG device for an unknown profile")
+	}
+	if _, err := inv.(MIGResolver).MIGDevice(1, "3g.40gb", 3); err == nil {
+		t.Fatal("fake MIG device at a start NVIDIA does not allow")
+	}
 	plain, _ := ParseInventory("fake:2xA100-80G", "n1")
 	if _, err := plain.(MIGResolver).MIGDevice(0, "3g.40gb", 4); err == nil {
 		t.Fatal("fake GPU not in MIG mode gave a MIG device")

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -47,6 +49,9 @@ func TestToWorkloadMIG(t *testing.T) {
 		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: "20GB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
 		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: "999TiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
 		{WorkloadSpec{Name: "x", MIG: "3g.40gb", Flavors: []string{"T4"}, Regions: []string{"eastus"}}, "flavors[0]"},
+		// Hostile sizes: refused by field, not echoed whole.
+		{WorkloadSpec{Name: "x", MIG: strings.Repeat("7g.", 5000), Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "mig"},
+		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: strings.Repeat("9", 5000) + "GiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
 	} {
 		in, field := tc.in, tc.field
 		_, errs := in.ToWorkload()
@@ -55,7 +60,12 @@ func TestToWorkloadMIG(t *testing.T) {
 			found = found || e.Field == field
 		}
 		if !found {
-			t.Errorf("%+v: errors %v name no %s", in, errs, field)
+			t.Errorf("%.80s: errors %v name no %s", fmt.Sprint(in), errs, field)
+		}
+		for _, e := range errs {
+			if len(e.Msg) > 1000 {
+				t.Errorf("%s: a %d-byte message echoes the input", e.Field, len(e.Msg))
+			}
 		}
 	}
 }
