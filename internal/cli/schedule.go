@@ -59,8 +59,8 @@ func writePlan(w io.Writer, p sched.Plan, format string) error {
 			if x.AfterPreemption {
 				note = strings.TrimPrefix(note+",after-preemption", ",")
 			}
-			if x.MIG != nil {
-				note = strings.TrimPrefix(fmt.Sprintf("%s,mig %s@%d", note, x.MIG.Profile, x.MIG.Start), ",")
+			if m := x.MIG.Instance(); m != nil {
+				note = strings.TrimPrefix(fmt.Sprintf("%s,mig %s@%d", note, m.Profile, m.Start), ",")
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", x.Workload, x.Replica, x.Node, intsString(x.GPUs), x.Milli, x.Flavor, x.Region, note)
 		}

@@ -118,7 +118,10 @@ func Models() []string {
 }
 
 // Names lists every profile name of every model, sorted, once each.
-func Names() []string {
+func Names() []string { return slices.Clone(names) }
+
+// names is Names, computed once.
+var names = func() []string {
 	var out []string
 	for _, g := range models {
 		for _, p := range g.Profiles {
@@ -129,6 +132,18 @@ func Names() []string {
 	}
 	slices.Sort(out)
 	return out
+}()
+
+// NameIndex is name's index in Names, or -1: a profile name in one byte
+// (the scheduler's placements carry it so).
+func NameIndex(name string) int { return slices.Index(names, name) }
+
+// NameAt is Names()[i], "" when out of range.
+func NameAt(i int) string {
+	if i < 0 || i >= len(names) {
+		return ""
+	}
+	return names[i]
 }
 
 // Lookup finds a profile name on any model: its share of a GPU on the

@@ -131,7 +131,10 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 		for k := range prev.runs {
 			if r := &prev.runs[k]; !r.kept {
 				for _, rep := range r.reps {
-					s.nodes[rep.node].hold(rep.gpus, rep.milli, rep.mask, -r.cpu, -r.mem)
+					s.nodes[rep.node].hold(rep.gpus, rep.milli, -r.cpu, -r.mem)
+					if rep.mask != 0 {
+						s.layout(rep.node, rep.gpus, rep.milli, rep.mask)
+					}
 				}
 			}
 		}
@@ -210,18 +213,24 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 					}
 				}
 				var mask uint8
-				if ok && (r.MIG != nil || s.nodes[n.Index].mg != nil) {
+				if ok && (r.MIG != nil || s.nodes[n.Index].migAt != 0) {
 					mask, ok = s.heldInstance(w, ri, n.Index, r, &conflicts)
 				}
 				if !ok {
 					break
 				}
-				s.nodes[n.Index].hold(r.GPUs, -milli, mask, w.CPU, w.Memory)
+				s.nodes[n.Index].hold(r.GPUs, -milli, w.CPU, w.Memory)
+				if mask != 0 {
+					s.layout(n.Index, r.GPUs, -milli, mask)
+				}
 				repBuf = append(repBuf, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli, mask: mask})
 			}
 			if !ok {
 				for _, r := range repBuf[repStart:] {
-					s.nodes[r.node].hold(r.gpus, r.milli, r.mask, -w.CPU, -w.Memory)
+					s.nodes[r.node].hold(r.gpus, r.milli, -w.CPU, -w.Memory)
+					if r.mask != 0 {
+						s.layout(r.node, r.gpus, r.milli, r.mask)
+					}
 				}
 				repBuf = repBuf[:repStart]
 				continue
@@ -277,21 +286,23 @@ func (s *snapshot) heldInstance(w *workload.Workload, ri, i int, r workload.Repl
 		*conflicts = append(*conflicts, fmt.Sprintf("running workload %s replica %d: ", w.Name, ri)+fmt.Sprintf(format, args...))
 		return 0, false
 	}
+	ls := s.layoutsOf(i)
 	switch {
-	case ns.mg == nil:
+	case ls == nil:
 		return bad("MIG instance %s on node %s, which is not in MIG mode", r.MIG.Profile, ns.node.ID)
 	case r.MIG == nil:
 		return bad("node %s is in MIG mode and the replica has no MIG instance", ns.node.ID)
 	case len(r.GPUs) != 1:
 		return bad("a MIG instance is on one GPU, got %d", len(r.GPUs))
 	}
-	p := ns.mg.Index(r.MIG.Profile)
+	mg, _ := mig.For(string(ns.node.Model)) // a node in MIG mode is of a MIG model
+	p := mg.Index(r.MIG.Profile)
 	if p < 0 {
 		return bad("%s has no MIG profile %q", ns.node.Model, r.MIG.Profile)
 	}
-	l, err := ns.mg.Place(mig.Layout(ns.mig[r.GPUs[0]]), p, r.MIG.Start)
+	l, err := mg.Place(mig.Layout(ls[r.GPUs[0]]), p, r.MIG.Start)
 	if err != nil {
 		return bad("GPU %d of node %s: %v", r.GPUs[0], ns.node.ID, err)
 	}
-	return uint8(l &^ mig.Layout(ns.mig[r.GPUs[0]])), true
+	return uint8(l &^ mig.Layout(ls[r.GPUs[0]])), true
 }

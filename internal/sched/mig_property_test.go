@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,7 +180,7 @@ func TestMIGProperties(t *testing.T) {
 				t.Fatalf("seed %d cycle %d: %v", seed, cycle, err)
 			}
 			for _, x := range plan.Placements {
-				if x.MIG != nil {
+				if !x.MIG.IsZero() {
 					placedMIG++
 				}
 			}
@@ -191,5 +193,59 @@ func TestMIGProperties(t *testing.T) {
 	}
 	if placedMIG == 0 {
 		t.Fatal("no MIG instance placed: the property checked nothing")
+	}
+}
+
+// TestMIGCostsNoBytes: the MIG fields live in padding, so that plans and
+// snapshots of work without MIG are no bigger (a plan holds a Placement
+// per replica, a snapshot a nodeState per node, copied every cycle).
+func TestMIGCostsNoBytes(t *testing.T) {
+	type placementWithout struct {
+		Workload        workload.ID
+		Replica         int
+		Node            fleet.NodeID
+		GPUs            []int
+		Milli           int64
+		Flavor          fleet.ModelID
+		Region          string
+		OnReservation   bool
+		AfterPreemption bool
+		Within          bool
+	}
+	if a, b := reflect.TypeOf(Placement{}).Size(), reflect.TypeOf(placementWithout{}).Size(); a != b {
+		t.Errorf("Placement is %d bytes, %d without its MIG instance", a, b)
+	}
+	type nodeWithout struct {
+		node           *fleet.Node
+		free           []int32
+		whole, partial int
+		cpu            resource.MilliCPU
+		mem            resource.MiB
+		pool, pos      int
+		down           bool
+		running        []int
+	}
+	if a, b := reflect.TypeOf(nodeState{}).Size(), reflect.TypeOf(nodeWithout{}).Size(); a != b {
+		t.Errorf("nodeState is %d bytes, %d without migAt", a, b)
+	}
+	for _, m := range []PlacedMIG{{}, placedMIG("3g.40gb", 4), placedMIG("7g.141gb", 0)} {
+		b, err := json.Marshal(Placement{MIG: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Placement
+		if err := json.Unmarshal(b, &back); err != nil || back.MIG != m {
+			t.Errorf("%s: back %+v, %v", b, back.MIG, err)
+		}
+		if m.IsZero() == strings.Contains(string(b), `"mig"`) {
+			t.Errorf("%s: mig shown %v for zero %v", b, strings.Contains(string(b), `"mig"`), m.IsZero())
+		}
+	}
+	if inst := placedMIG("3g.40gb", 4).Instance(); inst == nil || *inst != (workload.MIGInstance{Profile: "3g.40gb", Start: 4}) {
+		t.Errorf("Instance() = %v", inst)
+	}
+	var p Placement
+	if err := json.Unmarshal([]byte(`{"mig":{"profile":"9g.99gb","start":4}}`), &p); err == nil {
+		t.Error("an unknown profile read back")
 	}
 }

@@ -9,7 +9,7 @@ import (
 // MIG placement. A node in MIG mode (fleet.Node.MIGMode, of a model
 // internal/mig knows) is in pools of its own (poolKey.mig) that only MIG
 // claims use. Each of its GPUs has a layout, the memory slices its
-// instances occupy (nodeState.mig); an instance also takes its profile's
+// instances occupy (snapshot.layoutsOf); an instance also takes its profile's
 // share of the GPU's milli, so that free capacity, quota and the pool
 // indexes count it as they count a share of a GPU. Where an instance goes
 // is chosen the FGD way: among the GPUs of the claim's pools and the
@@ -63,11 +63,12 @@ func migSlots(cl *claim, layouts []uint8) int {
 	return n
 }
 
-// migBest is where on node ns an instance of the claim's profile goes:
-// the GPU and start of least loss (lowest GPU on ties), or gpu -1.
-func migBest(cl *claim, ns *nodeState) (gpu, start, loss int) {
+// migBest is where on a node with these layouts an instance of the
+// claim's profile goes: the GPU and start of least loss (lowest GPU on
+// ties), or gpu -1.
+func migBest(cl *claim, layouts []uint8) (gpu, start, loss int) {
 	gpu, loss = -1, 0
-	for g, l := range ns.mig {
+	for g, l := range layouts {
 		st, ls, ok := cl.mg.Best(mig.Layout(l), cl.prof)
 		if ok && (gpu < 0 || ls < loss) {
 			gpu, start, loss = g, st, ls
@@ -87,7 +88,7 @@ func (s *snapshot) bestNodeMIG(cl *claim) int {
 			if !s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) {
 				continue
 			}
-			if g, _, loss := migBest(cl, ns); g >= 0 && (best < 0 || loss < bestLoss) {
+			if g, _, loss := migBest(cl, s.layoutsOf(i)); g >= 0 && (best < 0 || loss < bestLoss) {
 				best, bestLoss = i, loss
 			}
 		}
@@ -102,7 +103,7 @@ func (s *snapshot) bestNodeMIG(cl *claim) int {
 // migBest puts it.
 func (s *snapshot) assignMIG(cl *claim, r, i int) Placement {
 	ns := &s.nodes[i]
-	g, start, _ := migBest(cl, ns)
+	g, start, _ := migBest(cl, s.layoutsOf(i))
 	mask := uint8(cl.mg.Mask(cl.prof, start))
 	gpus := []int{g}
 	s.take(i, gpus, cl.perGPU, mask, cl.w.CPU, cl.w.Memory)
@@ -110,6 +111,6 @@ func (s *snapshot) assignMIG(cl *claim, r, i int) Placement {
 	return Placement{
 		Workload: cl.w.Name, Replica: r, Node: ns.node.ID, GPUs: gpus, Milli: int64(cl.perGPU),
 		Flavor: cl.cand.model, Region: cl.cand.region, OnReservation: cl.onRes >= 0,
-		MIG: &workload.MIGInstance{Profile: cl.mg.Profiles[cl.prof].Name, Start: start},
+		MIG: placedMIG(cl.mg.Profiles[cl.prof].Name, start),
 	}
 }

@@ -259,11 +259,11 @@ func (s *snapshot) newArea(cl *claim, nodes []int) *area {
 	if cl.mg != nil {
 		// MIG claims use MIG-mode nodes only: each has its layouts.
 		for _, i := range a.nodes {
-			a.lflat = append(a.lflat, s.nodes[i].mig...)
+			a.lflat = append(a.lflat, s.layoutsOf(i)...)
 		}
 		off = 0
 		for _, i := range a.nodes {
-			n := len(s.nodes[i].mig)
+			n := len(s.layoutsOf(i))
 			a.layouts = append(a.layouts, a.lflat[off:off+n:off+n])
 			off += n
 		}

@@ -221,8 +221,8 @@ func formatPlan(p sched.Plan) string {
 		}
 		g := fmt.Sprint(x.GPUs)
 		switch {
-		case x.MIG != nil:
-			g = fmt.Sprintf("[%d:%s@%d]", x.GPUs[0], x.MIG.Profile, x.MIG.Start)
+		case x.MIG.Instance() != nil:
+			g = fmt.Sprintf("[%d:%s@%d]", x.GPUs[0], x.MIG.Instance().Profile, x.MIG.Instance().Start)
 		case x.Milli < 1000:
 			g += fmt.Sprintf("x%dm", x.Milli)
 		}

@@ -1228,7 +1228,7 @@ func (s *snapshot) replicasNow(cl *claim, i int) int {
 	var n int
 	switch {
 	case cl.mg != nil:
-		n = migSlots(cl, ns.mig)
+		n = migSlots(cl, s.layoutsOf(i))
 	case cl.perGPU == resource.PerGPU:
 		n = ns.whole / cl.count
 	default:
@@ -1262,15 +1262,15 @@ func (s *snapshot) fits(cl *claim, i int) bool {
 	if !s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) {
 		return false
 	}
+	if cl.mg != nil {
+		g, _, _ := migBest(cl, s.layoutsOf(i))
+		return g >= 0
+	}
 	return gpuRoom(cl, ns)
 }
 
 // gpuRoom reports whether node ns has GPUs free for one replica now.
 func gpuRoom(cl *claim, ns *nodeState) bool {
-	if cl.mg != nil {
-		g, _, _ := migBest(cl, ns)
-		return g >= 0
-	}
 	if cl.perGPU == resource.PerGPU {
 		return ns.whole >= cl.count
 	}
@@ -1344,7 +1344,7 @@ func (s *snapshot) bestNodeIn(cl *claim, nodes []int) int {
 		}
 		key := int64(s.nodes[i].whole)
 		if cl.mg != nil {
-			_, _, loss := migBest(cl, &s.nodes[i])
+			_, _, loss := migBest(cl, s.layoutsOf(i))
 			key = int64(loss)
 		} else if cl.perGPU < resource.PerGPU {
 			key = int64(resource.PerGPU)

@@ -162,16 +162,10 @@ func (s *snapshot) copyNodes(sk *skeleton, nodes []nodeState, backing []int32, l
 		off := sk.offsets[i]
 		s.nodes[i].free = own[off : off+n : off+n]
 	}
-	if layouts == nil {
-		return
-	}
-	ownL := append(s.buf.layouts[:0], layouts...)
-	s.buf.layouts = ownL
-	for i := range s.nodes {
-		if s.nodes[i].mg != nil {
-			n, off := s.nodes[i].node.GPUs, sk.offsets[i]
-			s.nodes[i].mig = ownL[off : off+n : off+n]
-		}
+	s.layouts = nil
+	if layouts != nil {
+		s.layouts = append(s.buf.layouts[:0], layouts...)
+		s.buf.layouts = s.layouts
 	}
 }
 
@@ -270,7 +264,7 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 		ns.cpu, ns.mem = n.CPU, n.Memory
 		ns.pool = -1
 		if access[i].mig {
-			ns.mg, _ = mig.For(string(n.Model))
+			ns.migAt = int32(start + 1)
 		}
 		if !lastBlockSet || n.Block != lastBlock {
 			if _, ok := s.blocks[n.Block]; !ok {
@@ -308,11 +302,6 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 	s.backing = backing
 	if anyMIG {
 		s.layouts = make([]uint8, len(backing))
-		for i := range s.nodes {
-			if ns := &s.nodes[i]; ns.mg != nil {
-				ns.mig = s.layouts[s.offsets[i] : s.offsets[i]+ns.node.GPUs : s.offsets[i]+ns.node.GPUs]
-			}
-		}
 	}
 	return s
 }

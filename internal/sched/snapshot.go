@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
-	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched/score"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -93,20 +92,20 @@ func (p *pool) first(k int) int {
 
 // nodeState is the free capacity of one node during a cycle.
 type nodeState struct {
-	node *fleet.Node
-	free []int32 // free milli per GPU
-	// mig is, on a node in MIG mode, each GPU's occupied memory slices
-	// (mig.Layout); mg its model's MIG rules. Both nil on other nodes.
-	// A MIG instance also takes its share's milli from free.
-	mig     []uint8
-	mg      *mig.GPU
-	whole   int // GPUs with all 1000 milli free
-	partial int // GPUs partly used
+	node    *fleet.Node
+	free    []int32 // free milli per GPU
+	whole   int     // GPUs with all 1000 milli free
+	partial int     // GPUs partly used
 	cpu     resource.MilliCPU
 	mem     resource.MiB
 	pool    int // index into snapshot.pools, -1 when down
 	pos     int // position in its pool
 	down    bool
+	// migAt is, on a node in MIG mode, 1 + the offset of its GPUs'
+	// layouts (occupied memory slices, mig.Layout) in snapshot.layouts
+	// (layoutsOf); 0 on other nodes. A MIG instance also takes its
+	// share's milli from free. (It fits in the padding after down.)
+	migAt   int32
 	running []int // indices of running workloads with a replica here
 }
 
@@ -139,8 +138,11 @@ type snapshot struct {
 	// then a workload's expected runtime decides where it may go.
 	upcoming bool
 	nodes    []nodeState
-	pools    []*pool
-	poolIdx  map[poolKey]int
+	// layouts holds the MIG layouts of the nodes in MIG mode
+	// (nodeState.migAt), nil when there are none.
+	layouts []uint8
+	pools   []*pool
+	poolIdx map[poolKey]int
 	// regionModel lists, per (region, model), the pools holding such nodes.
 	regionModel map[tenancy.Key][]int
 	blocks      map[fleet.BlockID][]int // node indices per block
@@ -367,7 +369,7 @@ func (s *snapshot) adjust(i int, gpus []int, delta int32, mask uint8, cpu resour
 		s.nodeVer[i]++
 	}
 	if mask != 0 {
-		ns.layout(gpus, delta, mask)
+		s.layout(i, gpus, delta, mask)
 	}
 	var diff int64
 	for _, g := range gpus {
@@ -393,24 +395,32 @@ func (s *snapshot) adjust(i int, gpus []int, delta int32, mask uint8, cpu resour
 	}
 }
 
+// layoutsOf is node i's GPUs' MIG layouts, nil when it is not in MIG mode.
+func (s *snapshot) layoutsOf(i int) []uint8 {
+	ns := &s.nodes[i]
+	if ns.migAt == 0 {
+		return nil
+	}
+	off := int(ns.migAt - 1)
+	return s.layouts[off : off+ns.node.GPUs : off+ns.node.GPUs]
+}
+
 // layout takes (delta < 0) or gives back a MIG instance's slices mask on
-// the GPUs' layouts.
-func (ns *nodeState) layout(gpus []int, delta int32, mask uint8) {
+// the layouts of node i's GPUs.
+func (s *snapshot) layout(i int, gpus []int, delta int32, mask uint8) {
+	ls := s.layoutsOf(i)
 	for _, g := range gpus {
 		if delta < 0 {
-			ns.mig[g] |= mask
+			ls[g] |= mask
 		} else {
-			ns.mig[g] &^= mask
+			ls[g] &^= mask
 		}
 	}
 }
 
-// hold changes a node's free GPUs, MIG layouts and CPU/memory without
-// touching the pool indexes (used while the snapshot is being built).
-func (ns *nodeState) hold(gpus []int, delta int32, mask uint8, cpu resource.MilliCPU, mem resource.MiB) {
-	if mask != 0 {
-		ns.layout(gpus, delta, mask)
-	}
+// hold changes a node's free GPUs and CPU/memory without touching the
+// pool indexes (used while the snapshot is being built).
+func (ns *nodeState) hold(gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
 	for _, g := range gpus {
 		before := ns.free[g]
 		after := min(max(before+delta, 0), resource.PerGPU)
