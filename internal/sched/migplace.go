@@ -17,17 +17,17 @@ import (
 // GPU (mig.GPU.Best, Frag), then the first node in pool order, the lowest
 // GPU index, the lowest start.
 
-// gpuFit says whether candidate c's GPU model can serve w at all: a MIG
-// profile it has, at least w's GPU memory.
-func (s *snapshot) gpuFit(w *workload.Workload, c candidate) (Blocker, bool) {
-	if w.MIG == "" && w.GPUMemory == 0 {
-		return Blocker{}, true
-	}
+// gpuFit says whether candidate c's GPU model can serve w (with a MIG
+// profile or a GPU memory) at all: a MIG profile it has, at least w's GPU
+// memory; when not, why in at. (Callers test w's fields first: work
+// without either pays no call.)
+func (s *snapshot) gpuFit(w *workload.Workload, c candidate, at *Blocker) bool {
 	b := Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools}
 	if w.MIG != "" {
 		if g, ok := mig.For(string(c.model)); !ok || g.Index(w.MIG) < 0 {
 			b.MIG = w.MIG
-			return b, false
+			*at = b
+			return false
 		}
 	}
 	if w.GPUMemory > 0 {
@@ -37,10 +37,11 @@ func (s *snapshot) gpuFit(w *workload.Workload, c candidate) (Blocker, bool) {
 			if ok {
 				b.ModelMemoryGiB = m.MemoryGiB
 			}
-			return b, false
+			*at = b
+			return false
 		}
 	}
-	return Blocker{}, true
+	return true
 }
 
 // noMIGPools reports whether none of the candidate's pools is in MIG mode.

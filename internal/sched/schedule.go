@@ -730,8 +730,7 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 		*at = Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools}
 		return false
 	}
-	if b, ok := s.gpuFit(w, c); !ok {
-		*at = b
+	if (w.MIG != "" || w.GPUMemory != 0) && !s.gpuFit(w, c, at) {
 		return false
 	}
 	if spot.Bound(w) {
@@ -793,7 +792,8 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 		if !ok {
 			continue
 		}
-		if _, ok := s.gpuFit(w, c); !ok {
+		var at Blocker
+		if (w.MIG != "" || w.GPUMemory != 0) && !s.gpuFit(w, c, &at) {
 			continue // no such MIG profile, or too little memory
 		}
 		cl := s.newClaim(w, t, c)
