@@ -228,6 +228,31 @@ func TestMIGCostsNoBytes(t *testing.T) {
 	if a, b := reflect.TypeOf(nodeState{}).Size(), reflect.TypeOf(nodeWithout{}).Size(); a != b {
 		t.Errorf("nodeState is %d bytes, %d without migAt", a, b)
 	}
+	// A Blocker without the MIG and GPU-memory fields is as big.
+	var without []reflect.StructField
+	bt := reflect.TypeOf(Blocker{})
+	for i := 0; i < bt.NumField(); i++ {
+		switch f := bt.Field(i); f.Name {
+		case "NoMIGMode", "MIG", "ModelMemoryGiB", "GPUMemory":
+		default:
+			without = append(without, reflect.StructField{Name: f.Name, Type: f.Type, Tag: f.Tag})
+		}
+	}
+	if a, b := bt.Size(), reflect.StructOf(without).Size(); a != b || len(without) != bt.NumField()-4 {
+		t.Errorf("Blocker is %d bytes, %d without its MIG fields", a, b)
+	}
+	bl := Blocker{Code: ReasonNoFlavor, MIG: migName("3g.40gb"), GPUMemory: 20 << 10}
+	if b, err := json.Marshal(bl); err != nil || !strings.Contains(string(b), `"mig":"3g.40gb"`) {
+		t.Errorf("Blocker JSON %s %v", b, err)
+	} else {
+		var back Blocker
+		if err := json.Unmarshal(b, &back); err != nil || back.MIG != bl.MIG {
+			t.Errorf("Blocker back %v %v", back.MIG, err)
+		}
+	}
+	if b, _ := json.Marshal(Blocker{Code: ReasonNoCapacity}); strings.Contains(string(b), "mig") {
+		t.Errorf("Blocker without MIG shows it: %s", b)
+	}
 	for _, m := range []PlacedMIG{{}, placedMIG("3g.40gb", 4), placedMIG("7g.141gb", 0)} {
 		b, err := json.Marshal(Placement{MIG: m})
 		if err != nil {

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"math"
+
 	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -25,7 +27,7 @@ func (s *snapshot) gpuFit(w *workload.Workload, c candidate, at *Blocker) bool {
 	b := Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools}
 	if w.MIG != "" {
 		if g, ok := mig.For(string(c.model)); !ok || g.Index(w.MIG) < 0 {
-			b.MIG = w.MIG
+			b.MIG = migName(w.MIG)
 			*at = b
 			return false
 		}
@@ -33,9 +35,9 @@ func (s *snapshot) gpuFit(w *workload.Workload, c candidate, at *Blocker) bool {
 	if w.GPUMemory > 0 {
 		m, ok := s.in.Fleet.Catalog.Model(c.model)
 		if !ok || resource.MiB(m.MemoryGiB)*1024 < resource.MiB(w.GPUMemory) {
-			b.GPUMemory = w.GPUMemory
+			b.GPUMemory = int32(min(int64(w.GPUMemory), math.MaxInt32)) // Validate bounds it at 1 TiB
 			if ok {
-				b.ModelMemoryGiB = m.MemoryGiB
+				b.ModelMemoryGiB = int32(m.MemoryGiB)
 			}
 			*at = b
 			return false

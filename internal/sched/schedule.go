@@ -753,7 +753,7 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 	}
 	cl.pools = s.eligiblePoolsInto(pbuf[:0], cl, pools)
 	if cl.mg != nil && len(cl.pools) == 0 && s.noMIGPools(cl, pools) {
-		*at = Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools, MIG: w.MIG, NoMIGMode: true}
+		*at = Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools, MIG: migName(w.MIG), NoMIGMode: true}
 		return false
 	}
 	if s.place(cl, preempt, plan) {
@@ -1410,7 +1410,7 @@ func (s *snapshot) noFit(cl *claim, preempt bool, at *Blocker) {
 		at.Planned = s.heldFree(cl)
 	}
 	if cl.mg != nil {
-		at.MIG = cl.w.MIG // no slice of its profile fits
+		at.MIG = migName(cl.w.MIG) // no slice of its profile fits
 	}
 	if cl.w.Gang() && cl.w.Replicas > 1 {
 		at.Code = ReasonNoBlock
