@@ -20,6 +20,7 @@ import (
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/probe"
 )
 
@@ -348,8 +349,13 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*replyTimeout)
 	defer cancel()
+	labels := map[string]string{api.LabelAgent: "true", api.LabelHost: a.opts.Host}
+	if allMIG(gpus) {
+		// The scheduler puts only MIG instances on a node in MIG mode.
+		labels[fleet.MIGLabel] = fleet.MIGEnabled
+	}
 	_, err = a.c.RegisterNode(rctx, api.NodeRegistration{ID: a.opts.NodeID, Region: a.opts.Region, Zone: a.opts.Zone, Block: a.opts.Block, SKU: sku,
-		Labels: map[string]string{api.LabelAgent: "true", api.LabelHost: a.opts.Host}})
+		Labels: labels})
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.Code == api.CodeConflict {
 		err = nil // registered before
@@ -358,6 +364,19 @@ func (a *Agent) register(ctx context.Context) error {
 		a.log.Info("node registered", "sku", sku, "gpus", len(gpus), "region", a.opts.Region)
 	}
 	return err
+}
+
+// allMIG reports whether the node has GPUs and all are in MIG mode: the
+// scheduler's unit of MIG mode is the node (a node with some GPUs in MIG
+// mode is registered without it, and its GPUs in MIG mode must be
+// switched back or the others switched too).
+func allMIG(gpus []api.GPUInfo) bool {
+	for _, g := range gpus {
+		if !g.MIG {
+			return false
+		}
+	}
+	return len(gpus) > 0
 }
 
 // pickSKU finds the catalog's machine size with these GPUs.

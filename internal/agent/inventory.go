@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/mig"
 )
 
 // Inventory reports a machine's GPUs: what they are, and their current
@@ -20,13 +21,15 @@ type Inventory interface {
 }
 
 // ParseInventory understands "auto" (NVML; needs a build with -tags nvml)
-// and "fake:[N x]MODEL[:MEMGIB]", e.g. "fake:8xA100-80G". nodeID makes
-// fake UUIDs unique per node.
+// and "fake:[N x]MODEL[:mig]", e.g. "fake:8xA100-80G", or
+// "fake:2xA100-80G:mig" for GPUs in MIG mode. nodeID makes fake UUIDs
+// unique per node.
 func ParseInventory(spec, nodeID string) (Inventory, error) {
 	if spec == "" || spec == "auto" {
 		return autoInventory()
 	}
 	rest, ok := strings.CutPrefix(spec, "fake:")
+	rest, migMode := strings.CutSuffix(rest, ":mig")
 	if !ok {
 		return nil, fmt.Errorf("agent: --gpus %q: use auto or fake:8xA100-80G", spec)
 	}
@@ -39,11 +42,39 @@ func ParseInventory(spec, nodeID string) (Inventory, error) {
 	if n < 0 || n > 64 || rest == "" {
 		return nil, fmt.Errorf("agent: --gpus %q: use fake:NxMODEL with N between 0 and 64", spec)
 	}
-	return Fake(nodeID, n, rest), nil
+	f := Fake(nodeID, n, rest)
+	for i := range f.gpus {
+		f.gpus[i].MIG = migMode
+	}
+	return f, nil
+}
+
+// MIGResolver is an Inventory that can run replicas on MIG instances: it
+// returns the MIG device UUID ("MIG-…") of the instance of profile at
+// memory slice start on GPU gpu, creating the instance when it does not
+// exist (NVMLInventory.MIGDevice).
+type MIGResolver interface {
+	MIGDevice(gpu int, profile string, start int) (string, error)
 }
 
 // FakeInventory is a machine of identical GPUs that are always idle.
 type FakeInventory struct{ gpus []api.GPUInfo }
+
+// MIGDevice gives a fake MIG device UUID derived from the GPU's, for
+// fake GPUs in MIG mode (fake:...:mig).
+func (f *FakeInventory) MIGDevice(gpu int, profile string, start int) (string, error) {
+	if gpu < 0 || gpu >= len(f.gpus) || !f.gpus[gpu].MIG {
+		return "", fmt.Errorf("agent: fake GPU %d is not in MIG mode", gpu)
+	}
+	g, ok := mig.For(f.gpus[gpu].Model)
+	if !ok {
+		return "", fmt.Errorf("agent: fake GPU %d (%s) has no MIG", gpu, f.gpus[gpu].Model)
+	}
+	if p := g.Index(profile); p < 0 || !g.ValidStart(p, start) {
+		return "", fmt.Errorf("agent: fake GPU %d (%s) has no MIG profile %q at slice %d", gpu, g.Model, profile, start)
+	}
+	return fmt.Sprintf("MIG-%s-%s-%d", strings.TrimPrefix(f.gpus[gpu].UUID, "GPU-"), profile, start), nil
+}
 
 // Fake returns n GPUs of a model with UUIDs derived from the node.
 func Fake(nodeID string, n int, model string) *FakeInventory {

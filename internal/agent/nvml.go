@@ -52,6 +52,7 @@ func (v *NVMLInventory) GPUs() ([]api.GPUInfo, error) {
 		if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
 			g.UtilizationPct = int(min(u.Gpu, 100))
 		}
+		g.MIG = migMode(d)
 		out = append(out, g)
 	}
 	return out, nil

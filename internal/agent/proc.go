@@ -140,6 +140,18 @@ func (a *Agent) start(t api.Task, gpus []api.GPUInfo) (*proc, error) {
 		}
 		idx[i], uuids[i] = strconv.Itoa(g), info.UUID
 	}
+	if t.MIG != nil {
+		// A MIG instance: CUDA sees only its MIG device, named by UUID.
+		r, ok := a.opts.Inventory.(MIGResolver)
+		if !ok || len(t.GPUs) != 1 {
+			return nil, fmt.Errorf("MIG instance %s@%d on GPUs %v: this node's inventory cannot resolve MIG devices", t.MIG.Profile, t.MIG.Start, t.GPUs)
+		}
+		u, err := r.MIGDevice(t.GPUs[0], t.MIG.Profile, t.MIG.Start)
+		if err != nil {
+			return nil, err
+		}
+		idx[0], uuids[0] = u, u
+	}
 	ckpt, work := a.CheckpointDir(t.Workload, t.Replica), a.WorkDir(t.Workload, t.Replica)
 	for _, d := range []string{ckpt, work} {
 		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {

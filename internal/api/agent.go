@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // Node labels an agent sets when it registers (the server's
@@ -94,6 +96,8 @@ type GPUInfo struct {
 	MemoryMiB      int64  `json:"memory_mib"`
 	MemoryUsedMiB  int64  `json:"memory_used_mib"`
 	UtilizationPct int    `json:"utilization_pct"`
+	// MIG is set when the GPU is in MIG mode (NVML's current mode).
+	MIG bool `json:"mig,omitempty"`
 }
 
 // ReplicaRef names one run of one replica: the workload's key
@@ -145,14 +149,18 @@ type Heartbeat struct {
 // Task is one replica a node should run.
 type Task struct {
 	ReplicaRef
-	Tenant      string   `json:"tenant"`
-	Name        string   `json:"name"`
-	GangSize    int      `json:"gang_size"`
-	GPUs        []int    `json:"gpus"`
-	Hosts       []string `json:"hosts"` // each replica's node host, by replica
-	GracePeriod Duration `json:"grace_period"`
-	Preemptions int      `json:"preemptions"`
-	Command     *Command `json:"command,omitempty"`
+	Tenant   string `json:"tenant"`
+	Name     string `json:"name"`
+	GangSize int    `json:"gang_size"`
+	GPUs     []int  `json:"gpus"`
+	// MIG is the replica's MIG instance on GPUs[0] (profile and first
+	// memory slice), nil for whole GPUs and shares: the agent runs the
+	// replica on that instance's MIG device.
+	MIG         *workload.MIGInstance `json:"mig,omitempty"`
+	Hosts       []string              `json:"hosts"` // each replica's node host, by replica
+	GracePeriod Duration              `json:"grace_period"`
+	Preemptions int                   `json:"preemptions"`
+	Command     *Command              `json:"command,omitempty"`
 }
 
 // HeartbeatReply tells an agent what to run. A node that is down runs

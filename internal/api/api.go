@@ -213,6 +213,11 @@ type WorkloadSpec struct {
 	Reservation        string            `json:"reservation,omitempty" yaml:"reservation"`
 	MaxPrice           float64           `json:"max_price,omitempty" yaml:"max_price"`
 	Labels             map[string]string `json:"labels,omitempty" yaml:"labels"`
+	// MIG is the MIG profile of each replica's one GPU instance
+	// ("3g.40gb"); gpus is then left out (docs/workloads.md).
+	MIG string `json:"mig,omitempty" yaml:"mig"`
+	// GPUMemory is the memory each GPU must have ("20GiB").
+	GPUMemory string `json:"gpu_memory,omitempty" yaml:"gpu_memory"`
 	// Command is what the node agents run for each replica (optional).
 	Command *Command `json:"command,omitempty" yaml:"command"`
 }
@@ -350,17 +355,26 @@ func (s WorkloadSpec) ToWorkload() (workload.Spec, []FieldError) {
 		CPU: resource.MilliCPU(s.CPUMilli), Memory: resource.MiB(s.MemoryMiB),
 		Regions: s.Regions, Pools: s.Pools, ExpectedRuntime: time.Duration(s.ExpectedRuntime),
 		CheckpointInterval: time.Duration(s.CheckpointInterval), GracePeriod: time.Duration(s.GracePeriod),
-		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
+		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels, MIG: s.MIG,
+	}
+	if s.GPUMemory != "" {
+		if len(s.GPUMemory) > 32 {
+			add("gpu_memory", "invalid GPU memory (longer than 32 characters): write e.g. 20GiB")
+		} else if m, err := resource.ParseGPUMemory(s.GPUMemory); err != nil {
+			add("gpu_memory", "%v", err)
+		} else {
+			out.GPUMemory = resource.GPUMemory(m)
+		}
 	}
 	if e := s.Elastic; e != nil {
 		// A submission starts at min whatever current size it names:
 		// growth is the core's to give, as borrowing.
 		out.Elastic, out.Replicas = &workload.Elastic{Min: e.Min, Max: e.Max, Step: e.Step}, 0
 	}
-	out.Defaults(s.Priority != "")
 	for _, f := range s.Flavors {
 		out.Flavors = append(out.Flavors, fleet.ModelID(f))
 	}
+	out.Defaults(s.Priority != "") // after the flavors: a MIG share is read from them
 	if s.Kind != "" {
 		if err := out.Kind.UnmarshalYAMLScalar(s.Kind); err != nil {
 			add("kind", "%v", err)
@@ -434,7 +448,10 @@ func SpecFrom(s workload.Spec) WorkloadSpec {
 		CPUMilli: int64(s.CPU), MemoryMiB: int64(s.Memory), Regions: s.Regions, Pools: s.Pools,
 		Topology: s.Topology.String(), ExpectedRuntime: Duration(s.ExpectedRuntime),
 		CheckpointInterval: Duration(s.CheckpointInterval), GracePeriod: Duration(s.GracePeriod),
-		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels,
+		Reservation: s.Reservation, MaxPrice: s.MaxPrice, Labels: s.Labels, MIG: s.MIG,
+	}
+	if s.GPUMemory > 0 {
+		out.GPUMemory = s.GPUMemory.String()
 	}
 	if e := s.Elastic; e != nil {
 		out.Elastic = &ElasticSpec{Min: e.Min, Max: e.Max, Step: e.Step}
@@ -450,6 +467,9 @@ type Replica struct {
 	Node  string `json:"node"`
 	GPUs  []int  `json:"gpus"`
 	Milli int64  `json:"milli"`
+	// MIG is the replica's MIG instance on GPUs[0] (profile and first
+	// memory slice), absent for whole GPUs and shares.
+	MIG *workload.MIGInstance `json:"mig,omitempty"`
 	// IdleGPUs are those of GPUs that its node's agent read under 5% busy
 	// (NVML) for the last 5 minutes, as the server's last policy tick
 	// counted them: GPUs allocated but not used (workload show only).

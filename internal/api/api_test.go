@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -130,5 +131,48 @@ func TestWorkloadJSON(t *testing.T) {
 	b, _ = json.Marshal(fixed)
 	if !strings.Contains(string(b), `"replicas":2`) || strings.Contains(string(b), "current_replicas") || !strings.Contains(string(b), `"state":"Pending"`) {
 		t.Errorf("fixed workload: %s", b)
+	}
+}
+
+// TestToWorkloadMIG: mig and gpu_memory come through the API with the
+// field named in every refusal.
+func TestToWorkloadMIG(t *testing.T) {
+	s, errs := WorkloadSpec{Name: "m", MIG: "3g.40gb", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}.ToWorkload()
+	if len(errs) > 0 || s.GPUs != 500 || s.MIG != "3g.40gb" {
+		t.Errorf("mig 3g.40gb: gpus %v errs %v", s.GPUs, errs)
+	}
+	if back := SpecFrom(s); back.MIG != "3g.40gb" {
+		t.Errorf("SpecFrom lost mig: %+v", back)
+	}
+	s, errs = WorkloadSpec{Name: "g", GPUs: 1000, GPUMemory: "20GiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}.ToWorkload()
+	if len(errs) > 0 || s.GPUMemory != 20<<10 || SpecFrom(s).GPUMemory != "20GiB" {
+		t.Errorf("gpu_memory 20GiB: %v %v", s.GPUMemory, errs)
+	}
+	for _, tc := range []struct {
+		in    WorkloadSpec
+		field string
+	}{
+		{WorkloadSpec{Name: "x", MIG: "9g.99gb", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "mig"},
+		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: "20GB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
+		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: "999TiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
+		{WorkloadSpec{Name: "x", MIG: "3g.40gb", Flavors: []string{"T4"}, Regions: []string{"eastus"}}, "flavors[0]"},
+		// Hostile sizes: refused by field, not echoed whole.
+		{WorkloadSpec{Name: "x", MIG: strings.Repeat("7g.", 5000), Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "mig"},
+		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: strings.Repeat("9", 5000) + "GiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
+	} {
+		in, field := tc.in, tc.field
+		_, errs := in.ToWorkload()
+		found := false
+		for _, e := range errs {
+			found = found || e.Field == field
+		}
+		if !found {
+			t.Errorf("%.80s: errors %v name no %s", fmt.Sprint(in), errs, field)
+		}
+		for _, e := range errs {
+			if len(e.Msg) > 1000 {
+				t.Errorf("%s: a %d-byte message echoes the input", e.Field, len(e.Msg))
+			}
+		}
 	}
 }

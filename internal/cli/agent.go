@@ -53,7 +53,8 @@ the agent's heartbeats follow the leader among them (a follower's redirect,
 a replica that is down or has no leader: the next one).
 
 --gpus auto reads the GPUs through NVML (binaries built with -tags nvml);
---gpus fake:8xA100-80G pretends, for demos and tests.`,
+--gpus fake:8xA100-80G pretends, for demos and tests (fake:8xA100-80G:mig:
+GPUs in MIG mode, with made-up MIG device UUIDs; docs/gpus.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Server = firstNonEmpty(o.Server, os.Getenv("ARBITER_SERVER"), "http://127.0.0.1:7070")
@@ -98,7 +99,7 @@ a replica that is down or has no leader: the next one).
 	fl.StringVar(&o.Block, "block", "b0", "network block (nodes of a block are close)")
 	fl.StringVar(&o.SKU, "sku", "", "machine size (default: the catalog's size with these GPUs)")
 	fl.StringVar(&o.Host, "host", "", "host name other replicas reach this node at (default: the node ID)")
-	fl.StringVar(&gpus, "gpus", "auto", "GPU inventory: auto (NVML) or fake:NxMODEL, e.g. fake:8xA100-80G")
+	fl.StringVar(&gpus, "gpus", "auto", "GPU inventory: auto (NVML) or fake:NxMODEL[:mig], e.g. fake:8xA100-80G")
 	fl.StringVar(&o.DataDir, "data", "", "directory for logs, process records and checkpoints (default arbiter-agent-NODE)")
 	fl.StringVar(&o.CheckpointRoot, "checkpoint-root", "", "where checkpoint directories live (default DATA/checkpoints; shared storage lets work resume on another node)")
 	fl.StringVar(&o.Listen, "listen", "127.0.0.1:0", "address serving logs to the server")

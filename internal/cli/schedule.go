@@ -59,6 +59,9 @@ func writePlan(w io.Writer, p sched.Plan, format string) error {
 			if x.AfterPreemption {
 				note = strings.TrimPrefix(note+",after-preemption", ",")
 			}
+			if m := x.MIG.Instance(); m != nil {
+				note = strings.TrimPrefix(fmt.Sprintf("%s,mig %s@%d", note, m.Profile, m.Start), ",")
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", x.Workload, x.Replica, x.Node, intsString(x.GPUs), x.Milli, x.Flavor, x.Region, note)
 		}
 		fmt.Fprintf(tw, "\nPREEMPTIONS (%d)\n", len(p.Preemptions))

@@ -27,7 +27,7 @@ func writeFiles(t *testing.T, files map[string]string) string {
 func TestValidateEveryExample(t *testing.T) {
 	want := map[string]string{
 		"alerts.yaml": "alert", "probes.yaml": "probes", "backfill.yaml": "config", "elastic.yaml": "config", "future-reservation.yaml": "config",
-		"schedule.yaml": "config", "tree.yaml": "config", "agent/config.yaml": "config", "agent/job.yaml": "workload",
+		"schedule.yaml": "config", "mig.yaml": "config", "tree.yaml": "config", "agent/config.yaml": "config", "agent/job.yaml": "workload",
 		"knobs/dynamic.yaml": "knobs", "knobs/hybrid.yaml": "knobs", "knobs/static.yaml": "knobs",
 		"policies/native.yaml": "policy", "policies/operators.yaml": "policy", "scenarios/openb.yaml": "scenario",
 		"strategies/default.yaml": "strategy", "strategies/dynamic.yaml": "strategy", "strategies/fgd.yaml": "strategy",

@@ -206,3 +206,17 @@ func (f *Fleet) Capacity(m ModelID, r string) resource.MilliGPU {
 	}
 	return total
 }
+
+// MIGLabel is the node label that puts a node's GPUs in MIG mode
+// (value MIGEnabled): its GPUs then run only MIG instances (workloads
+// with a MIG profile), and whole-GPU and shared work goes elsewhere. A
+// fleet group sets it in its labels; a node agent that reads MIG mode
+// from NVML reports it (docs/gpus.md).
+const MIGLabel = "mig"
+
+// MIGEnabled is MIGLabel's value for a node in MIG mode.
+const MIGEnabled = "enabled"
+
+// MIGMode reports whether the node's GPUs are in MIG mode (its MIGLabel
+// says so; internal/mig says which models can be).
+func (n *Node) MIGMode() bool { return n.Labels[MIGLabel] == MIGEnabled }

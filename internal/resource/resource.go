@@ -134,3 +134,53 @@ func satMul(a, b int64) int64 {
 	}
 	return p
 }
+
+// MaxGPUMemory bounds a GPU memory amount (1 TiB: more than any GPU has).
+const MaxGPUMemory = MiB(1 << 20)
+
+// ParseGPUMemory parses a GPU memory amount as users write it: a whole
+// number with a binary unit, "20GiB", "512MiB", "1TiB" (Gi, Mi, Ti
+// also). At most MaxGPUMemory.
+func ParseGPUMemory(s string) (MiB, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mib    int64
+	}{{"TiB", 1 << 20}, {"GiB", 1 << 10}, {"MiB", 1}, {"Ti", 1 << 20}, {"Gi", 1 << 10}, {"Mi", 1}}
+	for _, u := range units {
+		num, ok := strings.CutSuffix(t, u.suffix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+		if err != nil || n <= 0 || n > int64(MaxGPUMemory)/u.mib {
+			break
+		}
+		return MiB(n * u.mib), nil
+	}
+	return 0, fmt.Errorf("invalid GPU memory %q: write a whole amount from 1MiB to 1TiB, e.g. 20GiB or 512MiB", s)
+}
+
+// GPUMemory is a GPU memory amount in a spec (gpu_memory: 20GiB).
+type GPUMemory MiB
+
+// UnmarshalYAMLScalar parses a GPU memory amount (ParseGPUMemory).
+func (m *GPUMemory) UnmarshalYAMLScalar(s string) error {
+	v, err := ParseGPUMemory(s)
+	if err != nil {
+		return err
+	}
+	*m = GPUMemory(v)
+	return nil
+}
+
+// String formats m as its largest whole binary unit: "20GiB", "512MiB".
+func (m GPUMemory) String() string {
+	switch {
+	case m > 0 && m%(1<<20) == 0:
+		return strconv.FormatInt(int64(m>>20), 10) + "TiB"
+	case m > 0 && m%(1<<10) == 0:
+		return strconv.FormatInt(int64(m>>10), 10) + "GiB"
+	}
+	return strconv.FormatInt(int64(m), 10) + "MiB"
+}

@@ -64,3 +64,37 @@ func TestSatMulExact(t *testing.T) {
 		}
 	}
 }
+
+func TestParseGPUMemory(t *testing.T) {
+	for in, want := range map[string]MiB{"20GiB": 20 << 10, "512MiB": 512, "1TiB": 1 << 20, "40Gi": 40 << 10, " 8 GiB ": 8 << 10} {
+		if got, err := ParseGPUMemory(in); err != nil || got != want {
+			t.Errorf("ParseGPUMemory(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "20", "20GB", "-1GiB", "0GiB", "2TiB", "1.5GiB", "GiB", "9223372036854775807GiB"} {
+		if _, err := ParseGPUMemory(in); err == nil {
+			t.Errorf("ParseGPUMemory(%q) accepted", in)
+		}
+	}
+	if s := GPUMemory(20 << 10).String(); s != "20GiB" {
+		t.Errorf("String = %s", s)
+	}
+}
+
+func FuzzParseGPUMemory(f *testing.F) {
+	for _, s := range []string{"20GiB", "512MiB", "1TiB", "20GB", "-5Gi", "99999999999999999999GiB", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseGPUMemory(s)
+		if err != nil {
+			return
+		}
+		if m <= 0 || m > MaxGPUMemory {
+			t.Fatalf("%q gave %d MiB", s, m)
+		}
+		if back, err := ParseGPUMemory(GPUMemory(m).String()); err != nil || back != m {
+			t.Fatalf("%q: %d MiB does not round-trip: %v %v", s, m, back, err)
+		}
+	})
+}

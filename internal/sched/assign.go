@@ -64,7 +64,7 @@ func Assignment(ps []Placement, start time.Time) *workload.Assignment {
 	a := &workload.Assignment{Flavor: ps[0].Flavor, Region: ps[0].Region, OnReservation: ps[0].OnReservation,
 		Within: ps[0].Within, StartedAt: start, Replicas: make([]workload.Replica, 0, len(ps))}
 	for _, x := range ps {
-		a.Replicas = append(a.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli)})
+		a.Replicas = append(a.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli), MIG: x.MIG.Instance()})
 	}
 	return a
 }

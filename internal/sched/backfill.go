@@ -278,7 +278,8 @@ func (s *snapshot) planOne(w *workload.Workload, blockers []Blocker) *PlannedSta
 	s.planned++
 	s.plans[w] = nil
 	t, ok := s.tree.Lookup(w.Tenant)
-	if !ok || w.GPUs < resource.PerGPU || w.Replicas < 1 || w.Reservation != "" {
+	// MIG work gets no planned start: slices are not planned ahead.
+	if !ok || w.GPUs < resource.PerGPU || w.Replicas < 1 || w.Reservation != "" || w.MIG != "" {
 		return nil
 	}
 	var best *planFit

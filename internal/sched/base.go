@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 
+	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -18,6 +19,7 @@ type baseState struct {
 	skel    *skeleton
 	nodes   []nodeState // running is nil; free points into backing
 	backing []int32
+	layouts []uint8 // the MIG layouts, nil without MIG-mode nodes
 	runs    []baseRun
 	reps    []replicaAt // the runs' replicas, then the snapshot's
 	nodeIdx []int       // the runs' distinct nodes
@@ -179,11 +181,14 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 		}
 		s.buf.match = match
 		// Start from prev's nodes; the runs that are gone give back.
-		s.copyNodes(sk, prev.nodes, prev.backing)
+		s.copyNodes(sk, prev.nodes, prev.backing, prev.layouts)
 		for k := range prev.runs {
 			if r := &prev.runs[k]; !r.kept {
 				for _, rep := range r.reps {
 					s.nodes[rep.node].hold(rep.gpus, rep.milli, -r.cpu, -r.mem)
+					if rep.mask != 0 {
+						s.layout(rep.node, rep.gpus, rep.milli, rep.mask)
+					}
 				}
 			}
 		}
@@ -254,15 +259,25 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 						ok = false
 					}
 				}
+				var mask uint8
+				if ok && (r.MIG != nil || s.nodes[n.Index].migAt != 0) {
+					mask, ok = s.heldInstance(w, ri, n.Index, r, &conflicts)
+				}
 				if !ok {
 					break
 				}
 				s.nodes[n.Index].hold(r.GPUs, -milli, w.CPU, w.Memory)
-				repBuf = append(repBuf, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli})
+				if mask != 0 {
+					s.layout(n.Index, r.GPUs, -milli, mask)
+				}
+				repBuf = append(repBuf, replicaAt{node: n.Index, gpus: r.GPUs, milli: milli, mask: mask})
 			}
 			if !ok {
 				for _, r := range repBuf[repStart:] {
 					s.nodes[r.node].hold(r.gpus, r.milli, -w.CPU, -w.Memory)
+					if r.mask != 0 {
+						s.layout(r.node, r.gpus, r.milli, r.mask)
+					}
 				}
 				repBuf = repBuf[:repStart]
 				continue
@@ -298,6 +313,43 @@ func (s *snapshot) holdFrom(sk *skeleton, prev, next *baseState) []string {
 		next.skel = sk
 		next.nodes = append(next.nodes[:0], s.nodes...)
 		next.backing = append(next.backing[:0], s.buf.backing...)
+		if sk.layouts != nil {
+			next.layouts = append(next.layouts[:0], s.buf.layouts...)
+		} else {
+			next.layouts = nil
+		}
 	}
 	return conflicts
+}
+
+// heldInstance checks replica ri of running workload w on node i (in MIG
+// mode, or with a MIG instance) and returns its instance's slices: a
+// replica on a MIG-mode node has one MIG instance of a profile its model
+// has, at an allowed start, on one GPU, clear of the instances held
+// there; a MIG instance is only on a node in MIG mode.
+func (s *snapshot) heldInstance(w *workload.Workload, ri, i int, r workload.Replica, conflicts *[]string) (uint8, bool) {
+	ns := &s.nodes[i]
+	bad := func(format string, args ...any) (uint8, bool) {
+		*conflicts = append(*conflicts, fmt.Sprintf("running workload %s replica %d: ", w.Name, ri)+fmt.Sprintf(format, args...))
+		return 0, false
+	}
+	ls := s.layoutsOf(i)
+	switch {
+	case ls == nil:
+		return bad("MIG instance %s on node %s, which is not in MIG mode", r.MIG.Profile, ns.node.ID)
+	case r.MIG == nil:
+		return bad("node %s is in MIG mode and the replica has no MIG instance", ns.node.ID)
+	case len(r.GPUs) != 1:
+		return bad("a MIG instance is on one GPU, got %d", len(r.GPUs))
+	}
+	mg, _ := mig.For(string(ns.node.Model)) // a node in MIG mode is of a MIG model
+	p := mg.Index(r.MIG.Profile)
+	if p < 0 {
+		return bad("%s has no MIG profile %q", ns.node.Model, r.MIG.Profile)
+	}
+	l, err := mg.Place(mig.Layout(ls[r.GPUs[0]]), p, r.MIG.Start)
+	if err != nil {
+		return bad("GPU %d of node %s: %v", r.GPUs[0], ns.node.ID, err)
+	}
+	return uint8(l &^ mig.Layout(ls[r.GPUs[0]])), true
 }

@@ -16,6 +16,7 @@ type replicaAt struct {
 	node  int
 	gpus  []int
 	milli int32
+	mask  uint8 // its MIG instance's slices on gpus[0], 0 when none
 }
 
 // newSnapshot builds the cycle's working state. Problems with running

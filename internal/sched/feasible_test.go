@@ -48,7 +48,7 @@ func TestOneNodePredicate(t *testing.T) {
 				for i := range s.nodes {
 					ns := &s.nodes[i]
 					f := s.fits(cl, i)
-					n := s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+					n := s.replicasFit(cl, i, ns.free, s.layoutsOf(i), int64(ns.cpu), int64(ns.mem))
 					if f != (n > 0) {
 						t.Fatalf("%s: fits(%d) disagrees with replicasFit", name, i)
 					}
@@ -71,7 +71,7 @@ func TestOneNodePredicate(t *testing.T) {
 					for _, i := range s.blocks[b] {
 						if s.inPools(cl, i) {
 							ns := &s.nodes[i]
-							room += s.replicasFit(cl, i, ns.free, int64(ns.cpu), int64(ns.mem))
+							room += s.replicasFit(cl, i, ns.free, s.layoutsOf(i), int64(ns.cpu), int64(ns.mem))
 						}
 					}
 					if room < w.Replicas {

@@ -1,7 +1,11 @@
 package sched
 
 import (
+	"encoding/json"
+	"fmt"
+
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -68,6 +72,53 @@ type Placement struct {
 	AfterPreemption bool `json:"after_preemption,omitempty"`
 	// Within is set when the workload fits in its tenant's guarantee.
 	Within bool `json:"within,omitempty"`
+	// MIG is the replica's MIG instance on GPUs[0] (a workload with a
+	// MIG profile), zero otherwise. It is packed into the padding after
+	// the flags: a plan holds one Placement per replica placed.
+	MIG PlacedMIG `json:"mig,omitzero"`
+}
+
+// PlacedMIG is a placement's MIG instance, packed in two bytes: its
+// profile (mig.NameIndex, plus one; 0: none) and its first memory slice.
+// Its JSON is workload.MIGInstance's, {"profile": ..., "start": ...}.
+type PlacedMIG struct {
+	name, start uint8
+}
+
+// placedMIG packs an instance of profile at start.
+func placedMIG(profile string, start int) PlacedMIG {
+	return PlacedMIG{name: uint8(mig.NameIndex(profile) + 1), start: uint8(start)}
+}
+
+// IsZero reports whether there is no instance.
+func (m PlacedMIG) IsZero() bool { return m.name == 0 }
+
+// Instance is the instance, nil when there is none.
+func (m PlacedMIG) Instance() *workload.MIGInstance {
+	if m.name == 0 {
+		return nil
+	}
+	return &workload.MIGInstance{Profile: mig.NameAt(int(m.name) - 1), Start: int(m.start)}
+}
+
+// MarshalJSON writes the instance as workload.MIGInstance.
+func (m PlacedMIG) MarshalJSON() ([]byte, error) { return json.Marshal(m.Instance()) }
+
+// UnmarshalJSON reads a workload.MIGInstance (null: none).
+func (m *PlacedMIG) UnmarshalJSON(b []byte) error {
+	var in *workload.MIGInstance
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*m = PlacedMIG{}
+	if in == nil {
+		return nil
+	}
+	if mig.NameIndex(in.Profile) < 0 || in.Start < 0 || in.Start >= mig.Slots {
+		return fmt.Errorf("sched: unknown MIG instance %s at %d", in.Profile, in.Start)
+	}
+	*m = placedMIG(in.Profile, in.Start)
+	return nil
 }
 
 // Preemption evicts a running workload (all its replicas).

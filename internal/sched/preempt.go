@@ -260,6 +260,9 @@ type area struct {
 	slots []int
 	total int
 	flat  []int32 // backing store of free
+	// layouts are the nodes' MIG layouts, for a MIG claim (nil else).
+	layouts [][]uint8
+	lflat   []uint8
 }
 
 func (s *snapshot) newArea(cl *claim, nodes []int) *area {
@@ -271,7 +274,7 @@ func (s *snapshot) newArea(cl *claim, nodes []int) *area {
 	}
 	s.areaLast = append(s.areaLast[:0], nodes...)
 	a := &s.areaBuf
-	*a = area{s: s, cl: cl, local: s.areaLocal, nodes: a.nodes[:0], free: a.free[:0], cpu: a.cpu[:0], mem: a.mem[:0], slots: a.slots[:0], flat: a.flat[:0]}
+	*a = area{s: s, cl: cl, local: s.areaLocal, nodes: a.nodes[:0], free: a.free[:0], cpu: a.cpu[:0], mem: a.mem[:0], slots: a.slots[:0], flat: a.flat[:0], layouts: a.layouts[:0], lflat: a.lflat[:0]}
 	for _, i := range nodes {
 		ns := &s.nodes[i]
 		a.local[i] = int32(len(a.nodes) + 1)
@@ -292,6 +295,18 @@ func (s *snapshot) newArea(cl *claim, nodes []int) *area {
 		a.free[p] = a.flat[off : off+n : off+n]
 		off += n
 	}
+	if cl.mg != nil {
+		// MIG claims use MIG-mode nodes only: each has its layouts.
+		for _, i := range a.nodes {
+			a.lflat = append(a.lflat, s.layoutsOf(i)...)
+		}
+		off = 0
+		for _, i := range a.nodes {
+			n := len(s.layoutsOf(i))
+			a.layouts = append(a.layouts, a.lflat[off:off+n:off+n])
+			off += n
+		}
+	}
 	return a
 }
 
@@ -307,9 +322,20 @@ func (a *area) apply(ri int, sign int32) {
 		for _, g := range rep.gpus {
 			a.free[p][g] += sign * rep.milli
 		}
+		var layouts []uint8
+		if a.cl.mg != nil {
+			layouts = a.layouts[p]
+			for _, g := range rep.gpus {
+				if sign > 0 {
+					layouts[g] &^= rep.mask
+				} else {
+					layouts[g] |= rep.mask
+				}
+			}
+		}
 		a.cpu[p] += int64(sign) * int64(w.CPU)
 		a.mem[p] += int64(sign) * int64(w.Memory)
-		n := a.s.replicasFit(a.cl, rep.node, a.free[p], a.cpu[p], a.mem[p])
+		n := a.s.replicasFit(a.cl, rep.node, a.free[p], layouts, a.cpu[p], a.mem[p])
 		a.total += n - a.slots[p]
 		a.slots[p] = n
 	}

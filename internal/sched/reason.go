@@ -1,11 +1,13 @@
 package sched
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/spot"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -28,6 +30,16 @@ type Blocker struct {
 	Tenant string `json:"tenant,omitempty"`
 	// AllRegions is set when the limit at hand spans all regions.
 	AllRegions bool `json:"all_regions,omitempty"`
+	// MIG is the workload's MIG profile when the flavor has no such
+	// profile (NoFlavor, NoMIGMode false), when no node of the flavor
+	// and region is in MIG mode (NoFlavor, NoMIGMode), or when no MIG
+	// slice fits (NoCapacity, NoBlock). ModelMemoryGiB is the flavor's
+	// memory per GPU when it is less than the workload's GPUMemory
+	// (NoFlavor). These and GPUMemory sit in the padding after the
+	// flags: pending decisions keep thousands of Blockers.
+	NoMIGMode      bool    `json:"no_mig_mode,omitempty"`
+	MIG            MIGName `json:"mig,omitempty"`
+	ModelMemoryGiB int32   `json:"model_memory_gib,omitempty"`
 	// Requested is the GPUs the claim asks (QuotaLimit, NoCapacity,
 	// NoBlock) or would borrow (LendingLimit).
 	Requested resource.MilliGPU `json:"requested,omitempty"`
@@ -49,6 +61,8 @@ type Blocker struct {
 	Pools []string `json:"pools,omitempty"`
 	// Preempted is set when preemption was tried and could not free enough.
 	Preempted bool `json:"preempted,omitempty"`
+	// GPUMemory is the workload's gpu_memory in MiB (NoFlavor).
+	GPUMemory int32 `json:"gpu_memory_mib,omitempty"`
 	// Price and MaxPrice are the spot price and the workload's bound
 	// (SpotPrice), in $/GPU-hour.
 	Price    float64 `json:"price,omitempty"`
@@ -150,6 +164,16 @@ func (b Blocker) text() string {
 			return "no acceptable flavor or region"
 		}
 	case ReasonNoFlavor:
+		switch {
+		case b.MIG != 0 && b.NoMIGMode:
+			return fmt.Sprintf("no %s in %s is in MIG mode (node label mig: enabled) for MIG profile %s", b.Flavor, b.Region, b.MIG)
+		case b.MIG != 0:
+			return fmt.Sprintf("%s has no MIG profile %s", b.Flavor, b.MIG)
+		case b.GPUMemory > 0 && b.ModelMemoryGiB > 0:
+			return fmt.Sprintf("%s has %dGiB per GPU, less than gpu_memory %v", b.Flavor, b.ModelMemoryGiB, resource.GPUMemory(b.GPUMemory))
+		case b.GPUMemory > 0:
+			return fmt.Sprintf("%s is not a known GPU model: its memory cannot meet gpu_memory %v", b.Flavor, resource.GPUMemory(b.GPUMemory))
+		}
 		return fmt.Sprintf("no %s in %s", b.Flavor, b.Region)
 	case ReasonSpotPrice:
 		if b.Price > b.MaxPrice || b.Firm {
@@ -184,9 +208,15 @@ func (b Blocker) text() string {
 			where = fmt.Sprintf("%s pools %v", b.Region, b.Pools)
 		}
 		var msg string
-		if b.Code == ReasonNoBlock {
+		switch {
+		case b.MIG != 0 && b.Code == ReasonNoBlock:
+			msg = fmt.Sprintf("no block in %s where %d MIG slices %s of %s fit%s", where, b.Replicas, b.MIG, b.Flavor, why)
+		case b.MIG != 0:
+			msg = fmt.Sprintf("no MIG slice %s fits on the MIG-mode %s in %s for %d replica%s (%v free in reach, in slices too fragmented or too small)%s",
+				b.MIG, b.Flavor, where, b.Replicas, plural(b.Replicas), b.Free, why)
+		case b.Code == ReasonNoBlock:
 			msg = fmt.Sprintf("no block in %s with %v free %s (%d × %v)%s", where, b.Requested, b.Flavor, b.Replicas, b.PerReplica, why)
-		} else {
+		default:
 			msg = fmt.Sprintf("no room for %d × %v %s in %s (%v free in reach)%s", b.Replicas, b.PerReplica, b.Flavor, where, b.Free, why)
 		}
 		if h := b.Held; h != nil {
@@ -324,4 +354,37 @@ func (p *Plan) render() {
 	for i := range p.Classes {
 		do(&p.Classes[i].Pending)
 	}
+}
+
+// MIGName is a MIG profile's name in one byte: mig.NameIndex plus one,
+// 0 for none. Its JSON is the name.
+type MIGName uint8
+
+func migName(profile string) MIGName { return MIGName(mig.NameIndex(profile) + 1) }
+
+func (n MIGName) String() string {
+	if n == 0 {
+		return ""
+	}
+	return mig.NameAt(int(n) - 1)
+}
+
+// MarshalJSON writes the name.
+func (n MIGName) MarshalJSON() ([]byte, error) { return json.Marshal(n.String()) }
+
+// UnmarshalJSON reads a name ("" or null: none).
+func (n *MIGName) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*n = 0
+	if s == "" {
+		return nil
+	}
+	if mig.NameIndex(s) < 0 {
+		return fmt.Errorf("sched: unknown MIG profile %q", s)
+	}
+	*n = migName(s)
+	return nil
 }

@@ -220,7 +220,10 @@ func formatPlan(p sched.Plan) string {
 			order = append(order, k)
 		}
 		g := fmt.Sprint(x.GPUs)
-		if x.Milli < 1000 {
+		switch {
+		case x.MIG.Instance() != nil:
+			g = fmt.Sprintf("[%d:%s@%d]", x.GPUs[0], x.MIG.Instance().Profile, x.MIG.Instance().Start)
+		case x.Milli < 1000:
 			g += fmt.Sprintf("x%dm", x.Milli)
 		}
 		nodes[k] = append(nodes[k], string(x.Node)+g)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/sched/score"
 	"github.com/arbiterhq/arbiter/internal/spot"
@@ -234,7 +235,7 @@ func (s *snapshot) evict(i int) {
 	r.evicted = true
 	s.journal = append(s.journal, change{op: opEvict, run: i})
 	for _, rep := range s.replicas[i] {
-		s.give(rep.node, rep.gpus, rep.milli, r.w.CPU, r.w.Memory)
+		s.give(rep.node, rep.gpus, rep.milli, rep.mask, r.w.CPU, r.w.Memory)
 	}
 	if len(r.entries) > 0 {
 		s.refundJ(r.entries, r.total)
@@ -497,6 +498,10 @@ type claim struct {
 	// reservation, else -1.
 	onRes int
 	pools []int
+	// mg is the candidate model's MIG rules and prof the index of the
+	// workload's profile there, for a MIG claim (nil, -1 otherwise).
+	mg   *mig.GPU
+	prof int
 	// lastReason is set when placement failed for a reason other than room.
 	lastReason *Blocker
 }
@@ -540,6 +545,8 @@ type repeatKey struct {
 	nflavors    int
 	nregions    int
 	npools      int
+	mig         string
+	gpuMemory   resource.GPUMemory
 }
 
 // repeat is the last pending decision for a repeatKey: the workload it was
@@ -554,7 +561,7 @@ type repeat struct {
 func repeatKeyOf(w *workload.Workload) repeatKey {
 	k := repeatKey{tenant: w.Tenant, prio: w.Priority, preemptible: w.Preemptible, gpus: w.GPUs, replicas: w.Replicas,
 		cpu: w.CPU, mem: w.Memory, topology: w.Topology, reservation: w.Reservation, maxPrice: w.MaxPrice,
-		nflavors: len(w.Flavors), nregions: len(w.Regions), npools: len(w.Pools)}
+		nflavors: len(w.Flavors), nregions: len(w.Regions), npools: len(w.Pools), mig: w.MIG, gpuMemory: w.GPUMemory}
 	if len(w.Flavors) > 0 {
 		k.flavor0 = w.Flavors[0]
 	}
@@ -634,6 +641,7 @@ func alikeNow(a, b *workload.Workload) bool {
 		a.GPUs == b.GPUs && a.Replicas == b.Replicas && a.CPU == b.CPU && a.Memory == b.Memory &&
 		a.Topology == b.Topology && a.Reservation == b.Reservation && a.MaxPrice == b.MaxPrice &&
 		a.GracePeriod == b.GracePeriod && // ExitTime: may it borrow reserved capacity?
+		a.MIG == b.MIG && a.GPUMemory == b.GPUMemory &&
 		slices.Equal(a.Flavors, b.Flavors) && slices.Equal(a.Regions, b.Regions) && slices.Equal(a.Pools, b.Pools)
 }
 
@@ -748,6 +756,9 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 		*at = Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools}
 		return false
 	}
+	if (w.MIG != "" || w.GPUMemory != 0) && !s.gpuFit(w, c, at) {
+		return false
+	}
 	if spot.Bound(w) {
 		for _, p := range s.in.SpotPrices {
 			if p.Model == c.model && p.Region == c.region && spot.AdmitBound(p.PerGPUHour, p.Firm) > w.MaxPrice {
@@ -767,6 +778,10 @@ func (s *snapshot) tryCandidate(w *workload.Workload, t int, c candidate, preemp
 		return false
 	}
 	cl.pools = s.eligiblePoolsInto(pbuf[:0], cl, pools)
+	if cl.mg != nil && len(cl.pools) == 0 && s.noMIGPools(cl, pools) {
+		*at = Blocker{Code: ReasonNoFlavor, Flavor: c.model, Region: c.region, Pools: w.Pools, MIG: migName(w.MIG), NoMIGMode: true}
+		return false
+	}
 	if s.place(cl, preempt, plan) {
 		return true
 	}
@@ -803,6 +818,10 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 		if !ok {
 			continue
 		}
+		var at Blocker
+		if (w.MIG != "" || w.GPUMemory != 0) && !s.gpuFit(w, c, &at) {
+			continue // no such MIG profile, or too little memory
+		}
 		cl := s.newClaim(w, t, c)
 		if s.resUsed[ri].Add(cl.total) > s.resCapacity(r) {
 			continue
@@ -810,7 +829,7 @@ func (s *snapshot) claimReservation(w *workload.Workload, plan *Plan) bool {
 		var pools []int // the reservation's pools (one per pool label) the workload accepts
 		for _, pi := range s.regionModel[tenancy.Key{Model: c.model, Region: c.region}] {
 			k := s.pools[pi].key
-			if k.kind == poolReservation && k.id == ri && (len(w.Pools) == 0 || slices.Contains(w.Pools, k.label)) {
+			if k.kind == poolReservation && k.id == ri && (len(w.Pools) == 0 || slices.Contains(w.Pools, k.label)) && k.mig == (cl.mg != nil) {
 				pools = append(pools, pi)
 			}
 		}
@@ -836,7 +855,19 @@ func (s *snapshot) newClaim(w *workload.Workload, t int, c candidate) *claim {
 
 // initClaim sets cl to a fresh claim of w (tenant t) at candidate c.
 func initClaim(cl *claim, w *workload.Workload, t int, c candidate) {
-	*cl = claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1, cover: -1}
+	*cl = claim{w: w, tenant: t, cand: c, key: tenancy.Key{Model: c.model, Region: c.region}, total: w.TotalGPUs(), onRes: -1, cover: -1, prof: -1}
+	if w.MIG != "" {
+		// One instance per replica, on one GPU; its share of the GPU's
+		// milli on this model (w.GPUs is the same where Validate passed).
+		cl.perGPU, cl.count = int32(min(w.GPUs, resource.PerGPU)), 1
+		if g, ok := mig.For(string(c.model)); ok {
+			if p := g.Index(w.MIG); p >= 0 {
+				cl.mg, cl.prof = g, p
+				cl.perGPU = int32(g.Profiles[p].Share())
+			}
+		}
+		return
+	}
 	if w.GPUs < resource.PerGPU {
 		cl.perGPU, cl.count = int32(w.GPUs), 1
 	} else {
@@ -1011,6 +1042,10 @@ func (s *snapshot) eligiblePoolsInto(out []int, cl *claim, pools []int) []int {
 			if len(cl.w.Pools) > 0 && !slices.Contains(cl.w.Pools, k.label) {
 				continue
 			}
+			// MIG-mode GPUs run MIG instances only, and those run only there.
+			if k.mig != (cl.mg != nil) {
+				continue
+			}
 			switch kind {
 			case poolPartition:
 				owner, ok := s.tree.Lookup(s.in.Partitions[k.id].Tenant)
@@ -1088,7 +1123,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 		for r := 0; r < cl.w.Replicas; r++ {
 			var i int
 			var gpus []int
-			if s.scorer != nil {
+			if s.scorer != nil && cl.mg == nil {
 				i, gpus = s.bestNodeScored(cl)
 			} else {
 				i = s.bestNode(cl)
@@ -1143,10 +1178,13 @@ func (s *snapshot) assign(cl *claim, r, i int) Placement { return s.assignGPUs(c
 
 // assignGPUs is assign with the GPUs chosen by a scorer (nil: choose here).
 func (s *snapshot) assignGPUs(cl *claim, r, i int, gpus []int) Placement {
+	if cl.mg != nil {
+		return s.assignMIG(cl, r, i)
+	}
 	if len(gpus) != cl.count {
 		gpus = pickGPUs(s.nodes[i].free, cl.perGPU, cl.count)
 	}
-	s.take(i, gpus, cl.perGPU, cl.w.CPU, cl.w.Memory)
+	s.take(i, gpus, cl.perGPU, 0, cl.w.CPU, cl.w.Memory)
 	s.useSlack(cl, i)
 	return Placement{
 		Workload: cl.w.Name, Replica: r, Node: s.nodes[i].node.ID, GPUs: gpus, Milli: int64(cl.perGPU),
@@ -1202,7 +1240,12 @@ func (s *snapshot) nodeAdmits(cl *claim, i int, cpu, mem int64) bool {
 // replicasFit is how many replicas of the claim node i can take, given
 // its room: free GPUs, CPU and memory (as a preemption search would leave
 // them; replicasNow for the room it has now). Zero unless nodeAdmits.
-func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) int {
+// For a MIG claim, layouts are the node's MIG layouts as that room has
+// them, and the replicas are the instances of its profile they take.
+func (s *snapshot) replicasFit(cl *claim, i int, free []int32, layouts []uint8, cpu, mem int64) int {
+	if cl.mg != nil {
+		return s.admitReplicas(cl, i, migSlots(cl, layouts), cpu, mem)
+	}
 	return s.admitReplicas(cl, i, slots(free, cl.perGPU, cl.count), cpu, mem)
 }
 
@@ -1213,9 +1256,12 @@ func (s *snapshot) replicasFit(cl *claim, i int, free []int32, cpu, mem int64) i
 func (s *snapshot) replicasNow(cl *claim, i int) int {
 	ns := &s.nodes[i]
 	var n int
-	if cl.perGPU == resource.PerGPU {
+	switch {
+	case cl.mg != nil:
+		n = migSlots(cl, s.layoutsOf(i))
+	case cl.perGPU == resource.PerGPU:
 		n = ns.whole / cl.count
-	} else {
+	default:
 		n = slots(ns.free, cl.perGPU, cl.count)
 	}
 	return s.admitReplicas(cl, i, n, int64(ns.cpu), int64(ns.mem))
@@ -1246,6 +1292,10 @@ func (s *snapshot) fits(cl *claim, i int) bool {
 	if !s.nodeAdmits(cl, i, int64(ns.cpu), int64(ns.mem)) {
 		return false
 	}
+	if cl.mg != nil {
+		g, _, _ := migBest(cl, s.layoutsOf(i))
+		return g >= 0
+	}
 	return gpuRoom(cl, ns)
 }
 
@@ -1266,6 +1316,9 @@ func gpuRoom(cl *claim, ns *nodeState) bool {
 // fewest fully free GPUs that still fit (best fit), lowest index on ties.
 // A share of a GPU goes to the fullest partly used GPU that fits first.
 func (s *snapshot) bestNode(cl *claim) int {
+	if cl.mg != nil {
+		return s.bestNodeMIG(cl)
+	}
 	for _, pi := range cl.pools {
 		p := s.pools[pi]
 		if cl.perGPU < resource.PerGPU {
@@ -1320,7 +1373,10 @@ func (s *snapshot) bestNodeIn(cl *claim, nodes []int) int {
 			continue
 		}
 		key := int64(s.nodes[i].whole)
-		if cl.perGPU < resource.PerGPU {
+		if cl.mg != nil {
+			_, _, loss := migBest(cl, s.layoutsOf(i))
+			key = int64(loss)
+		} else if cl.perGPU < resource.PerGPU {
 			key = int64(resource.PerGPU)
 			for _, f := range s.nodes[i].free {
 				if f >= cl.perGPU {
@@ -1383,6 +1439,9 @@ func (s *snapshot) noFit(cl *claim, preempt bool, at *Blocker) {
 	if s.holdsAt != nil {
 		at.Planned = s.heldFree(cl)
 	}
+	if cl.mg != nil {
+		at.MIG = migName(cl.w.MIG) // no slice of its profile fits
+	}
 	if cl.w.Gang() && cl.w.Replicas > 1 {
 		at.Code = ReasonNoBlock
 		return
@@ -1397,7 +1456,7 @@ func (s *snapshot) upcomingHeld(cl *claim) *UpcomingHold {
 	var h *UpcomingHold
 	for _, pi := range s.regionModel[cl.key] {
 		k := s.pools[pi].key
-		if k.kind != poolReservation || slices.Contains(cl.pools, pi) {
+		if k.kind != poolReservation || slices.Contains(cl.pools, pi) || k.mig != (cl.mg != nil) {
 			continue
 		}
 		r := &s.in.Reservations[k.id]

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -34,6 +35,7 @@ type Cache struct {
 type scratch struct {
 	nodes    []nodeState
 	backing  []int32
+	layouts  []uint8 // MIG layouts, laid out as backing (nil without MIG nodes)
 	run      []runState
 	replicas [][]replicaAt
 	count    []int // indexRunning
@@ -93,7 +95,8 @@ type cacheKey struct {
 type skeleton struct {
 	nodes       []nodeState // free points into backing; no running work
 	backing     []int32
-	offsets     []int // start of each node's GPUs in backing
+	layouts     []uint8 // MIG-mode nodes' layouts, laid out as backing; nil when there are none
+	offsets     []int   // start of each node's GPUs in backing
 	pools       []pool
 	poolIdx     map[poolKey]int
 	regionModel map[tenancy.Key][]int
@@ -153,9 +156,9 @@ func (c *Cache) skeleton(in *Input) *skeleton {
 	return c.skel
 }
 
-// copyNodes makes nodes, with their GPUs' free milli in backing (laid out
-// as sk's), the snapshot's own.
-func (s *snapshot) copyNodes(sk *skeleton, nodes []nodeState, backing []int32) {
+// copyNodes makes nodes, with their GPUs' free milli in backing and MIG
+// layouts in layouts (laid out as sk's), the snapshot's own.
+func (s *snapshot) copyNodes(sk *skeleton, nodes []nodeState, backing []int32, layouts []uint8) {
 	s.nodes = append(s.buf.nodes[:0], nodes...)
 	own := append(s.buf.backing[:0], backing...)
 	s.buf.nodes, s.buf.backing = s.nodes, own
@@ -164,11 +167,16 @@ func (s *snapshot) copyNodes(sk *skeleton, nodes []nodeState, backing []int32) {
 		off := sk.offsets[i]
 		s.nodes[i].free = own[off : off+n : off+n]
 	}
+	s.layouts = nil
+	if layouts != nil {
+		s.layouts = append(s.buf.layouts[:0], layouts...)
+		s.buf.layouts = s.layouts
+	}
 }
 
 // instantiate copies a skeleton into the snapshot's own mutable state.
 func (s *snapshot) instantiate(sk *skeleton) {
-	s.copyNodes(sk, sk.nodes, sk.backing)
+	s.copyNodes(sk, sk.nodes, sk.backing, sk.layouts)
 	s.pools = make([]*pool, len(sk.pools))
 	for i := range sk.pools {
 		p := sk.pools[i] // nodes is shared and never written
@@ -206,18 +214,30 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 		return ""
 	}
 	access := make([]poolKey, len(f.Nodes))
+	migMode := func(n *fleet.Node) bool { return false }
+	for _, n := range f.Nodes {
+		if n.MIGMode() {
+			migMode = func(n *fleet.Node) bool {
+				_, ok := mig.For(string(n.Model))
+				return ok && n.MIGMode()
+			}
+			break
+		}
+	}
+	anyMIG := false
 	for i, n := range f.Nodes {
-		access[i] = poolKey{region: n.Region, model: n.Model, kind: poolShared, label: label(n)}
+		access[i] = poolKey{region: n.Region, model: n.Model, kind: poolShared, label: label(n), mig: migMode(n)}
+		anyMIG = anyMIG || access[i].mig
 	}
 	for pi, p := range in.Partitions {
 		for _, b := range p.Blocks {
 			for _, n := range f.BlockNodes(b) {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi, label: label(n)}
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi, label: label(n), mig: migMode(n)}
 			}
 		}
 		for _, id := range p.Nodes {
 			if n, ok := f.Node(id); ok {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi, label: label(n)}
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolPartition, id: pi, label: label(n), mig: migMode(n)}
 			}
 		}
 	}
@@ -228,7 +248,7 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 		}
 		for _, id := range r.Nodes {
 			if n, ok := f.Node(id); ok {
-				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolReservation, id: ri, label: label(n)}
+				access[n.Index] = poolKey{region: n.Region, model: n.Model, kind: poolReservation, id: ri, label: label(n), mig: migMode(n)}
 			}
 		}
 	}
@@ -248,6 +268,9 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 		ns.whole = n.GPUs
 		ns.cpu, ns.mem = n.CPU, n.Memory
 		ns.pool = -1
+		if access[i].mig {
+			ns.migAt = int32(start + 1)
+		}
 		if !lastBlockSet || n.Block != lastBlock {
 			if _, ok := s.blocks[n.Block]; !ok {
 				s.blockOrder = append(s.blockOrder, n.Block)
@@ -282,5 +305,8 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 		p.maxGPUs = max(p.maxGPUs, n.GPUs)
 	}
 	s.backing = backing
+	if anyMIG {
+		s.layouts = make([]uint8, len(backing))
+	}
 	return s
 }

@@ -30,6 +30,9 @@ type poolKey struct {
 	kind   poolKind
 	id     int    // partition or reservation index
 	label  string // the nodes' PoolLabel, when some workload asks for pools
+	// mig is set for nodes in MIG mode: only MIG claims use their pools,
+	// and MIG claims use no other (eligiblePools).
+	mig bool
 }
 
 // PoolLabel is the node label that names a node's pool, which workloads'
@@ -98,6 +101,11 @@ type nodeState struct {
 	pool    int // index into snapshot.pools, -1 when down
 	pos     int // position in its pool
 	down    bool
+	// migAt is, on a node in MIG mode, 1 + the offset of its GPUs'
+	// layouts (occupied memory slices, mig.Layout) in snapshot.layouts
+	// (layoutsOf); 0 on other nodes. A MIG instance also takes its
+	// share's milli from free. (It fits in the padding after down.)
+	migAt   int32
 	running []int // indices of running workloads with a replica here
 }
 
@@ -138,8 +146,11 @@ type snapshot struct {
 	// then a workload's expected runtime decides where it may go.
 	upcoming bool
 	nodes    []nodeState
-	pools    []*pool
-	poolIdx  map[poolKey]int
+	// layouts holds the MIG layouts of the nodes in MIG mode
+	// (nodeState.migAt), nil when there are none.
+	layouts []uint8
+	pools   []*pool
+	poolIdx map[poolKey]int
 	// regionModel lists, per (region, model), the pools holding such nodes.
 	regionModel map[tenancy.Key][]int
 	blocks      map[fleet.BlockID][]int // node indices per block
@@ -339,6 +350,7 @@ type change struct {
 	refs  []tenancy.Ref
 	amt   resource.MilliGPU
 	run   int
+	mask  uint8 // the MIG instance's slices on gpus[0] (opTake, opGive)
 }
 
 const (
@@ -352,16 +364,17 @@ const (
 	opExtRefund
 )
 
-// take removes milli from GPUs gpus of node i.
-func (s *snapshot) take(i int, gpus []int, milli int32, cpu resource.MilliCPU, mem resource.MiB) {
-	s.adjust(i, gpus, -milli, cpu, mem)
-	s.journal = append(s.journal, change{op: opTake, node: i, gpus: gpus, delta: milli, cpu: cpu, mem: mem})
+// take removes milli from GPUs gpus of node i, and the MIG instance's
+// slices mask (0: none) from its layouts.
+func (s *snapshot) take(i int, gpus []int, milli int32, mask uint8, cpu resource.MilliCPU, mem resource.MiB) {
+	s.adjust(i, gpus, -milli, mask, cpu, mem)
+	s.journal = append(s.journal, change{op: opTake, node: i, gpus: gpus, delta: milli, mask: mask, cpu: cpu, mem: mem})
 }
 
-// give returns milli to GPUs gpus of node i.
-func (s *snapshot) give(i int, gpus []int, milli int32, cpu resource.MilliCPU, mem resource.MiB) {
-	s.adjust(i, gpus, milli, -cpu, -mem)
-	s.journal = append(s.journal, change{op: opGive, node: i, gpus: gpus, delta: milli, cpu: cpu, mem: mem})
+// give returns milli to GPUs gpus of node i, and the slices mask.
+func (s *snapshot) give(i int, gpus []int, milli int32, mask uint8, cpu resource.MilliCPU, mem resource.MiB) {
+	s.adjust(i, gpus, milli, mask, -cpu, -mem)
+	s.journal = append(s.journal, change{op: opGive, node: i, gpus: gpus, delta: milli, mask: mask, cpu: cpu, mem: mem})
 }
 
 func (s *snapshot) chargeJ(refs []tenancy.Ref, amt resource.MilliGPU) {
@@ -375,13 +388,17 @@ func (s *snapshot) refundJ(refs []tenancy.Ref, amt resource.MilliGPU) {
 }
 
 // adjust adds delta milli to each GPU in gpus and takes cpu and mem (which
-// may be negative to give them back).
-func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU, mem resource.MiB) {
+// may be negative to give them back); a MIG instance's slices mask are
+// taken (delta < 0) or given back on its GPU's layout.
+func (s *snapshot) adjust(i int, gpus []int, delta int32, mask uint8, cpu resource.MilliCPU, mem resource.MiB) {
 	ns := &s.nodes[i]
 	oldWhole, oldPartial := ns.whole, ns.partial
 	if s.nodeVer != nil {
 		s.nodeVer[i]++
 		s.touchBlock(i)
+	}
+	if mask != 0 {
+		s.layout(i, gpus, delta, mask)
 	}
 	var diff int64
 	for _, g := range gpus {
@@ -404,6 +421,29 @@ func (s *snapshot) adjust(i int, gpus []int, delta int32, cpu resource.MilliCPU,
 	s.reindex(i, oldWhole, oldPartial)
 	if s.holdsAt != nil && oldWhole != ns.whole {
 		s.recount(i)
+	}
+}
+
+// layoutsOf is node i's GPUs' MIG layouts, nil when it is not in MIG mode.
+func (s *snapshot) layoutsOf(i int) []uint8 {
+	ns := &s.nodes[i]
+	if ns.migAt == 0 {
+		return nil
+	}
+	off := int(ns.migAt - 1)
+	return s.layouts[off : off+ns.node.GPUs : off+ns.node.GPUs]
+}
+
+// layout takes (delta < 0) or gives back a MIG instance's slices mask on
+// the layouts of node i's GPUs.
+func (s *snapshot) layout(i int, gpus []int, delta int32, mask uint8) {
+	ls := s.layoutsOf(i)
+	for _, g := range gpus {
+		if delta < 0 {
+			ls[g] |= mask
+		} else {
+			ls[g] &^= mask
+		}
 	}
 }
 
@@ -450,9 +490,9 @@ func (s *snapshot) rollback(m int) {
 		c := s.journal[i]
 		switch c.op {
 		case opTake:
-			s.adjust(c.node, c.gpus, c.delta, -c.cpu, -c.mem)
+			s.adjust(c.node, c.gpus, c.delta, c.mask, -c.cpu, -c.mem)
 		case opGive:
-			s.adjust(c.node, c.gpus, -c.delta, c.cpu, c.mem)
+			s.adjust(c.node, c.gpus, -c.delta, c.mask, c.cpu, c.mem)
 		case opCharge:
 			s.refund(c.refs, c.amt)
 		case opRefund:

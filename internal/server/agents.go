@@ -284,7 +284,7 @@ func (s *Server) tasksOf(ctx context.Context, id fleet.NodeID) (api.HeartbeatRep
 				t := api.Task{
 					ReplicaRef: api.ReplicaRef{Workload: x.Key(), Replica: i, StartedAt: x.Running.ReplicaStart(i)},
 					Tenant:     x.Tenant, Name: string(x.Spec.Name), GangSize: len(x.Running.Replicas),
-					GPUs: rep.GPUs, Hosts: hosts, GracePeriod: api.Duration(s.graceFor(x.Spec)), Preemptions: x.Preemptions,
+					GPUs: rep.GPUs, MIG: rep.MIG, Hosts: hosts, GracePeriod: api.Duration(s.graceFor(x.Spec)), Preemptions: x.Preemptions,
 					Command: commandOut(x.Command),
 				}
 				reply.Tasks = append(reply.Tasks, t)

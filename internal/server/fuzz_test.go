@@ -17,6 +17,8 @@ var bodyRoutes = []struct {
 }{
 	{"POST", "/v1/tenants/contoso/workloads", "", `{"name":"j","gpus":"0.5","replicas":2,"flavors":["A100-80G"],"regions":["eastus"],"priority":"high","kind":"training","topology":"same-block","checkpoint_interval":"30m"}`},
 	{"POST", "/v1/tenants/contoso/workloads", "", `{"name":"p","gpus":1,"flavors":["A100-80G"],"regions":["eastus"],"pools":["spare"]}`},
+	{"POST", "/v1/tenants/contoso/workloads", "", `{"name":"m","mig":"3g.40gb","replicas":2,"flavors":["A100-80G"],"regions":["eastus"]}`},
+	{"POST", "/v1/tenants/contoso/workloads", "", `{"name":"g","gpus":1,"gpu_memory":"40GiB","flavors":["A100-80G"],"regions":["eastus"]}`},
 	{"POST", "/v1/tenants/contoso/reservations", "", `{"name":"r","sku":"Standard_ND96isr_H100_v5","capacity":1,"region":"eastus"}`},
 	{"PATCH", "/v1/tenants/contoso/reservations/r0", "", `{"capacity":2}`},
 	{"POST", "/v1/tenants", "admin", `{"name":"t","parent":"customers","quotas":[{"flavor":"A100-80G","region":"eastus","guaranteed":8,"limit":"16"}]}`},

@@ -25,7 +25,7 @@ func workloadOut(x *store.Workload) api.Workload {
 	if a := x.Running; a != nil {
 		ra := &api.Assignment{Flavor: string(a.Flavor), Region: a.Region, OnReservation: a.OnReservation, StartedAt: a.StartedAt}
 		for _, rep := range a.Replicas {
-			ra.Replicas = append(ra.Replicas, api.Replica{Node: string(rep.Node), GPUs: rep.GPUs, Milli: int64(rep.Milli)})
+			ra.Replicas = append(ra.Replicas, api.Replica{Node: string(rep.Node), GPUs: rep.GPUs, Milli: int64(rep.Milli), MIG: rep.MIG})
 		}
 		o.Running = ra
 	}

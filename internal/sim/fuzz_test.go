@@ -9,6 +9,7 @@ import (
 
 func FuzzParseScenario(f *testing.F) {
 	f.Add(string(ContentionYAML()))
+	f.Add("name: x\nduration: 1h\ngenerators: [{name: g, sizes: [{mig: 3g.40gb, replicas: 1, weight: 1}, {mig: 9g.99gb, gpus: 1, replicas: 1, weight: 1}], rate_per_hour: 1, runtime_min: 1m, runtime_max: 2m, flavors: [H100-80G, A10], regions: [eastus]}]\n")
 	f.Add("name: x\nduration: 1h\ngenerators: [{name: g, sizes: [{gpus: 1, replicas: 1, weight: 1}], rate_per_hour: 1, runtime_min: 1m, runtime_max: 2m, flavors: [T4], regions: [eastus]}]\n")
 	f.Add("name: x\nduration: 1h\nclasses: [{name: g, promise: sla, match: [g, g]}, {name: \"\", display: 1, match: []}, {name: G!, promise: [x]}]\ngenerators: [{name: g, sizes: [{gpus: 1, replicas: 1, weight: 1}], rate_per_hour: 1, runtime_min: 1m, runtime_max: 2m, flavors: [T4], regions: [eastus]}]\n")
 	f.Fuzz(func(t *testing.T, src string) {

@@ -118,6 +118,10 @@ type Size struct {
 	// at n replicas it progresses n/Replicas as fast (linear scaling).
 	MaxReplicas int `yaml:"max_replicas"`
 	Step        int `yaml:"step"`
+	// MIG, when set, is the MIG profile of each replica's one instance
+	// (workload.Spec.MIG); gpus is then left out (it becomes the
+	// profile's share of a GPU).
+	MIG string `yaml:"mig"`
 }
 
 // Service is an inference service (the coding-assistant case): replicas in
@@ -259,8 +263,22 @@ func decodeScenario(file string, data []byte) (_ *Scenario, decodeErr error, _ y
 			errs.Add(g.Pos, f+".sizes", "list at least one size: {gpus: 8, replicas: 1, weight: 1}")
 		}
 		for j, sz := range g.Sizes {
+			if sz.MIG != "" {
+				// Checked as a workload's spec is, against the
+				// generator's flavors; gpus is the profile's share.
+				sp := workload.Spec{Name: "size", Tenant: "size", MIG: sz.MIG, GPUs: sz.GPUs, Replicas: max(sz.Replicas, 1), Flavors: g.Flavors, Regions: g.Regions}
+				sp.Defaults(true)
+				for _, fe := range sp.Validate() {
+					field := fmt.Sprintf("%s.sizes[%d].%s", f, j, fe.Field)
+					if strings.HasPrefix(fe.Field, "flavors") {
+						field = f + "." + fe.Field
+					}
+					errs.Add(g.Pos, field, "%s", fe.Msg)
+				}
+				s.Generators[i].Sizes[j].GPUs, sz.GPUs = sp.GPUs, sp.GPUs
+			}
 			if sz.GPUs <= 0 || sz.Replicas < 1 || sz.Weight < 0 {
-				errs.Add(g.Pos, fmt.Sprintf("%s.sizes[%d]", f, j), "a size needs gpus > 0, replicas ≥ 1 and weight ≥ 0")
+				errs.Add(g.Pos, fmt.Sprintf("%s.sizes[%d]", f, j), "a size needs gpus > 0 (or a mig profile), replicas ≥ 1 and weight ≥ 0")
 			}
 			if sz.MaxReplicas != 0 || sz.Step != 0 {
 				spec := workload.Spec{Replicas: sz.Replicas, Elastic: &workload.Elastic{Min: sz.Replicas, Max: sz.MaxReplicas, Step: sz.Step}}

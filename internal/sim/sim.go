@@ -410,6 +410,7 @@ func (s *Sim) newJob(gi int) *job {
 		Priority:           g.Priority,
 		Preemptible:        g.Preemptible,
 		GPUs:               sz.GPUs,
+		MIG:                sz.MIG,
 		Replicas:           sz.Replicas,
 		Elastic:            sizeElastic(sz),
 		Flavors:            g.Flavors,

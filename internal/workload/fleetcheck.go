@@ -3,6 +3,7 @@ package workload
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
@@ -51,6 +52,25 @@ func CheckFleet(s *Spec, cat *fleet.Catalog, sh *FleetShape) []Problem {
 	for i, r := range s.Regions {
 		if !slices.Contains(sh.Regions, r) {
 			out = append(out, Problem{fmt.Sprintf("regions[%d]", i), fmt.Sprintf("region %q is not in the fleet (regions: %v)", r, sh.Regions)})
+		}
+	}
+	if s.GPUMemory > 0 {
+		var have []string
+		enough := false
+		for _, m := range s.Flavors {
+			model, ok := cat.Model(m)
+			if !ok || sh.MaxGPUs[m] == 0 {
+				continue // unknown (reported above) or not in the fleet
+			}
+			have = append(have, fmt.Sprintf("%s has %dGiB", m, model.MemoryGiB))
+			enough = enough || resource.MiB(model.MemoryGiB)*1024 >= resource.MiB(s.GPUMemory)
+		}
+		if !enough {
+			msg := fmt.Sprintf("%v per GPU, but no GPU of the flavors in the fleet has that much", s.GPUMemory)
+			if len(have) > 0 {
+				msg += " (" + strings.Join(have, ", ") + ")"
+			}
+			out = append(out, Problem{"gpu_memory", msg})
 		}
 	}
 	if largest > 0 && s.GPUs > resource.GPUs(largest) {

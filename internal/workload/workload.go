@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 )
 
@@ -158,6 +159,34 @@ type Spec struct {
 	Reservation        string            `yaml:"reservation"`
 	MaxPrice           float64           `yaml:"max_price"` // spot: USD per GPU-hour
 	Labels             map[string]string `yaml:"labels"`
+	// MIG, when set, is the MIG profile ("3g.40gb") of the one GPU
+	// instance each replica gets, on a GPU in MIG mode of a flavor that
+	// has the profile (internal/mig). GPUs is then the profile's share of
+	// a GPU, its memory slices out of 8 (Defaults fills it): what the
+	// replica counts against quota.
+	MIG string `yaml:"mig"`
+	// GPUMemory, when set, is the GPU memory each of a replica's GPUs
+	// must have: only flavors whose model has at least that much are
+	// used (a share of a GPU is not memory-isolated: the model's whole
+	// memory counts). Not with MIG, whose profile fixes the memory.
+	GPUMemory resource.GPUMemory `yaml:"gpu_memory"`
+}
+
+// maxMIGName bounds a MIG profile name as checked (the longest is 8).
+const maxMIGName = 32
+
+// MIGShare is the share of a GPU one instance of the spec's MIG profile
+// is on flavor m (0 when m has no such profile).
+func (s *Spec) MIGShare(m fleet.ModelID) resource.MilliGPU {
+	g, ok := mig.For(string(m))
+	if !ok {
+		return 0
+	}
+	i := g.Index(s.MIG)
+	if i < 0 {
+		return 0
+	}
+	return resource.MilliGPU(g.Profiles[i].Share())
 }
 
 // Elastic bounds an elastic workload: it starts with Min replicas (the
@@ -235,6 +264,21 @@ func (s *Spec) Defaults(prioritySet bool) {
 	if s.Replicas == 0 {
 		s.Replicas = DefaultReplicas
 	}
+	if s.MIG != "" && s.GPUs == 0 {
+		// The share on the first flavor with the profile (Validate
+		// checks that the flavors agree).
+		for _, m := range s.Flavors {
+			if sh := s.MIGShare(m); sh > 0 {
+				s.GPUs = sh
+				break
+			}
+		}
+		if s.GPUs == 0 {
+			if sh, _, ok := mig.Lookup(s.MIG); ok {
+				s.GPUs = resource.MilliGPU(sh)
+			}
+		}
+	}
 }
 
 // Validate checks the spec on its own (not against a fleet) and returns a
@@ -253,7 +297,7 @@ func (s *Spec) Validate() []FieldError {
 		add("tenant", "a workload needs a tenant")
 	}
 	switch {
-	case s.GPUs <= 0:
+	case s.GPUs <= 0 && s.MIG == "": // with mig, mig says what is wrong
 		add("gpus", "ask for at least 1 milli-GPU (write e.g. 1, 8, 0.5 or 250m)")
 	case s.GPUs >= resource.PerGPU && !s.GPUs.Whole():
 		add("gpus", "%v GPUs: more than one GPU must be a whole number", s.GPUs)
@@ -295,6 +339,57 @@ func (s *Spec) Validate() []FieldError {
 	if s.MaxPrice < 0 {
 		add("max_price", "max_price must not be negative")
 	}
+	out = append(out, s.validateMIG()...)
+	if s.GPUMemory < 0 || resource.MiB(s.GPUMemory) > resource.MaxGPUMemory {
+		add("gpu_memory", "gpu_memory must be between 1MiB and 1TiB")
+	}
+	return out
+}
+
+// validateMIG checks mig against gpus, gpu_memory and the flavors: every
+// flavor has the profile, with one share of a GPU.
+func (s *Spec) validateMIG() []FieldError {
+	if s.MIG == "" {
+		return nil
+	}
+	var out []FieldError
+	add := func(field, format string, args ...any) {
+		out = append(out, FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if len(s.MIG) > maxMIGName {
+		add("mig", "unknown MIG profile (longer than %d characters): write one of %s", maxMIGName, strings.Join(mig.Names(), ", "))
+		return out
+	}
+	if err := mig.ParseProfile(s.MIG); err != nil {
+		add("mig", "%v", err)
+		return out
+	}
+	if s.GPUMemory != 0 {
+		add("gpu_memory", "leave gpu_memory out with mig: the profile %s fixes the memory", s.MIG)
+	}
+	var share resource.MilliGPU
+	var first fleet.ModelID
+	for i, m := range s.Flavors {
+		f := fmt.Sprintf("flavors[%d]", i)
+		g, ok := mig.For(string(m))
+		switch {
+		case !ok:
+			add(f, "%s has no MIG (MIG models: %s)", m, strings.Join(mig.Models(), ", "))
+		case g.Index(s.MIG) < 0:
+			var names []string
+			for _, p := range g.Profiles {
+				names = append(names, p.Name)
+			}
+			add(f, "%s has no MIG profile %s (its profiles: %s)", m, s.MIG, strings.Join(names, ", "))
+		case share == 0:
+			share, first = s.MIGShare(m), m
+		case s.MIGShare(m) != share:
+			add(f, "MIG profile %s is %v GPU on %s but %v on %s: list flavors where it is the same share", s.MIG, share, first, s.MIGShare(m), m)
+		}
+	}
+	if share > 0 && s.GPUs != share {
+		add("gpus", "with mig a replica gets one %s instance, %v GPU on %s: leave gpus out", s.MIG, share, first)
+	}
 	return out
 }
 
@@ -320,6 +415,9 @@ type Replica struct {
 	// Since is when the replica started, for one an elastic workload grew
 	// by after its run started; zero: with the run (Assignment.StartedAt).
 	Since time.Time `yaml:"since" json:",omitzero"`
+	// MIG is the replica's MIG instance on GPUs[0], nil for a replica
+	// on whole GPUs or a share of one.
+	MIG *MIGInstance `yaml:"mig"`
 }
 
 // HasStart reports whether some replica of the run started at t.
@@ -342,6 +440,13 @@ func (a *Assignment) ReplicaStart(i int) time.Time {
 		return a.Replicas[i].Since
 	}
 	return a.StartedAt
+}
+
+// MIGInstance is one GPU instance of a MIG-mode GPU: its profile and its
+// first memory slice (mig.GPU's Starts), which name it on the GPU.
+type MIGInstance struct {
+	Profile string `yaml:"profile" json:"profile"`
+	Start   int    `yaml:"start" json:"start"`
 }
 
 // Assignment is where a running workload sits.
