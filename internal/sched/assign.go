@@ -49,7 +49,7 @@ func Resized(a *workload.Assignment, r Resize, now time.Time) *workload.Assignme
 	}
 	c.Replicas = slices.Grow(slices.Clone(a.Replicas), len(r.Add))
 	for _, x := range r.Add {
-		c.Replicas = append(c.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli), Since: now})
+		c.Replicas = append(c.Replicas, workload.Replica{Node: x.Node, GPUs: x.GPUs, Milli: resource.MilliGPU(x.Milli), MIG: x.MIG.Instance(), Since: now})
 	}
 	return &c
 }
