@@ -101,6 +101,8 @@ type arrival struct {
 	labels             map[string]string
 	// maxReplicas and step make it elastic: replicas is then its min.
 	maxReplicas, step int
+	// mig is the MIG profile of each replica (gpus is then left out).
+	mig string
 }
 
 // diffScript is one scripted scenario: the fleet and tenants, the
@@ -167,7 +169,7 @@ var diffStart = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 type diffStep struct {
 	Firings []string            // rule event, in order
 	Notes   []string            // the notifications sent, as the event log writes them
-	Running map[string][]string // workload → nodes
+	Running map[string][]string // workload → its replicas (node, GPUs, MIG instance)
 	Evicted []string            // running at the previous step, not now
 }
 
@@ -178,6 +180,16 @@ func (d diffStep) String() string {
 		fmt.Fprintf(&b, " %s@%v", k, d.Running[k])
 	}
 	return b.String()
+}
+
+// replicaString is one replica as both sides compare it: its node, its
+// GPUs and its MIG instance.
+func replicaString(node string, gpus []int, m *workload.MIGInstance) string {
+	out := fmt.Sprintf("%s%v", node, gpus)
+	if m != nil {
+		out += fmt.Sprintf("/%s@%d", m.Profile, m.Start)
+	}
+	return out
 }
 
 // evictions fills d.Evicted from the previous step's running set.
@@ -206,10 +218,14 @@ func runDiffSim(t *testing.T, sc diffScript, fair bool) []diffStep {
 	t.Helper()
 	var gens strings.Builder
 	for _, a := range sc.arrivals {
-		size := fmt.Sprintf("{gpus: %d, replicas: %d}", a.gpus, a.replicas)
-		if a.maxReplicas > 0 {
-			size = fmt.Sprintf("{gpus: %d, replicas: %d, max_replicas: %d, step: %d}", a.gpus, a.replicas, a.maxReplicas, max(a.step, 1))
+		size := fmt.Sprintf("gpus: %d, replicas: %d", a.gpus, a.replicas)
+		if a.mig != "" {
+			size = fmt.Sprintf("mig: %s, replicas: %d", a.mig, a.replicas)
 		}
+		if a.maxReplicas > 0 {
+			size += fmt.Sprintf(", max_replicas: %d, step: %d", a.maxReplicas, max(a.step, 1))
+		}
+		size = "{" + size + "}"
 		fmt.Fprintf(&gens, "  - {name: %s, kind: %s, tenant: %s, priority: %s, preemptible: %v, count: 1, at: %s, flavors: [%s], regions: [%s], sizes: [%s], runtime_min: 240h, runtime_max: 240h, max_price: %g",
 			a.name, a.kind, a.tenant, a.priority, a.preemptible, a.at, a.flavor, strings.Join(a.regions, ", "), size, a.maxPrice)
 		if len(a.labels) > 0 {
@@ -251,8 +267,10 @@ func runDiffSim(t *testing.T, sc diffScript, fair bool) []diffStep {
 		for _, n := range r.Notifications {
 			d.Notes = append(d.Notes, n.Text())
 		}
-		for id, nodes := range r.Running {
-			d.Running[string(id)] = nodes
+		for id, reps := range r.Replicas {
+			for _, rep := range reps {
+				d.Running[string(id)] = append(d.Running[string(id)], replicaString(string(rep.Node), rep.GPUs, rep.MIG))
+			}
 		}
 		d.evictions(prev)
 		prev = d.Running
@@ -307,6 +325,9 @@ func runDiffServer(t *testing.T, sc diffScript, fair bool) []diffStep {
 				ExpectedRuntime: api.Duration(240 * time.Hour), MaxPrice: a.maxPrice, Labels: labels}
 			if a.maxReplicas > 0 {
 				spec.Replicas, spec.Elastic = 0, &api.ElasticSpec{Min: a.replicas, Max: a.maxReplicas, Step: max(a.step, 1)}
+			}
+			if a.mig != "" {
+				spec.GPUs, spec.MIG = 0, a.mig
 			}
 			if _, err := tenants[a.tenant].Submit(h.ctx, a.tenant, spec); err != nil {
 				t.Fatalf("minute %d: submit %s: %v", m, spec.Name, err)
@@ -364,7 +385,7 @@ func runDiffServer(t *testing.T, sc diffScript, fair bool) []diffStep {
 				}
 				var nodes []string
 				for _, r := range w.Running.Replicas {
-					nodes = append(nodes, r.Node)
+					nodes = append(nodes, replicaString(r.Node, r.GPUs, r.MIG))
 				}
 				d.Running[w.Name] = nodes
 			}
@@ -485,5 +506,66 @@ func TestDifferentialElastic(t *testing.T) {
 	}
 	if !sizes[4] || !sizes[2] {
 		t.Errorf("serve ran at sizes %v; the script must grow it to 4 and shrink it to 2", slices.Sorted(maps.Keys(sizes)))
+	}
+}
+
+// migFleet: one machine with its eight A100s in MIG mode and one without.
+const migFleet = `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: eus-mig
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 1, labels: {mig: enabled}}]
+            - name: eus-a
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 1}]
+tenants:
+  - name: contoso
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 4, limit: 16}
+  - name: fabrikam
+    quota:
+      - {flavor: A100-80G, region: eastus, limit: 16}
+`
+
+// migScript: MIG slices of three profiles packed on the MIG machine, an
+// elastic MIG service growing into the free slices, a high-priority
+// 7g.80gb pair that needs whole MIG GPUs (the service gives growth back),
+// and whole-GPU work, which only the other machine takes.
+var migScript = diffScript{fleet: migFleet, minutes: 12, arrivals: []arrival{
+	{at: 0, name: "chat", tenant: "contoso", kind: "inference", priority: workload.PriorityNormal, mig: "1g.10gb", replicas: 3, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 0, name: "embed", tenant: "fabrikam", kind: "inference", priority: workload.PriorityNormal, preemptible: true, mig: "3g.40gb", replicas: 2, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: time.Minute, name: "serve", tenant: "contoso", kind: "inference", priority: workload.PriorityNormal, mig: "2g.20gb", replicas: 1, maxReplicas: 24, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 5 * time.Minute, name: "big", tenant: "fabrikam", kind: "inference", priority: workload.PriorityHigh, mig: "7g.80gb", replicas: 2, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 6 * time.Minute, name: "train", tenant: "fabrikam", kind: "training", priority: workload.PriorityNormal, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+}}
+
+// TestDifferentialMIG: MIG placements (GPU and slice), an elastic MIG
+// workload's growth and shrink, and whole-GPU work kept off MIG machines
+// are the same, step by step, in the simulator and the server.
+func TestDifferentialMIG(t *testing.T) {
+	steps := compareDiff(t, migScript, false)
+	last := steps[len(steps)-1].Running
+	for name, reps := range last {
+		for _, r := range reps {
+			if strings.HasPrefix(name, "train-") == strings.Contains(r, "/") || strings.HasPrefix(name, "train-") == strings.HasPrefix(r, "eus-mig") {
+				t.Errorf("%s runs at %s: MIG work only on MIG slices of the MIG machine, whole-GPU work only off it", name, r)
+			}
+		}
+	}
+	grew, shrank := false, false
+	prev := 0
+	for _, d := range steps {
+		for name, reps := range d.Running {
+			if strings.HasPrefix(name, "serve-") {
+				grew = grew || len(reps) > 1
+				shrank = shrank || len(reps) < prev
+				prev = len(reps)
+			}
+		}
+	}
+	if !grew || !shrank || len(last) != 5 {
+		t.Errorf("serve grew %v, shrank %v; %d running at the end, want all 5: the script must exercise growth, shrink and every profile", grew, shrank, len(last))
 	}
 }

@@ -410,6 +410,9 @@ type StepRecord struct {
 	Time     time.Time
 	Firings  []policy.Firing
 	Running  map[workload.ID][]string
+	// Replicas are the running workloads' replicas: nodes, GPUs, shares
+	// and MIG instances (the core's placements as the run applied them).
+	Replicas map[workload.ID][]workload.Replica
 	Evicted  []workload.ID
 	Priority map[workload.ID]workload.Priority // effective, as the core saw it
 	// Notifications are what the step's firings' notify actions send.
@@ -417,7 +420,7 @@ type StepRecord struct {
 }
 
 func (s *Sim) stepRecord() StepRecord {
-	r := StepRecord{Time: s.now, Running: map[workload.ID][]string{}, Evicted: s.stepEvicted, Priority: map[workload.ID]workload.Priority{}}
+	r := StepRecord{Time: s.now, Running: map[workload.ID][]string{}, Replicas: map[workload.ID][]workload.Replica{}, Evicted: s.stepEvicted, Priority: map[workload.ID]workload.Priority{}}
 	s.stepEvicted = nil
 	if s.pol != nil {
 		for _, f := range s.pol.firing {
@@ -442,6 +445,7 @@ func (s *Sim) stepRecord() StepRecord {
 				nodes = append(nodes, string(rep.Node))
 			}
 			r.Running[j.w.Name] = nodes
+			r.Replicas[j.w.Name] = slices.Clone(j.w.Running.Replicas)
 		}
 	}
 	return r
