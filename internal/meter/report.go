@@ -143,6 +143,14 @@ type sums struct {
 	n                int
 }
 
+// add counts one record's GPU-hours at its unit and list prices.
+func (s *sums) add(gpuh, unit, list float64) {
+	s.gpuh += gpuh
+	s.cost += gpuh * unit
+	s.list += gpuh * list
+	s.n++
+}
+
 // Aggregator sums records into a report's groups. The groups' sums sit
 // in one slice; a group is found by its key packed in a uint64 (up to 4
 // dimensions of up to 65536 values each: the common case, and the
@@ -244,15 +252,8 @@ func (g *Aggregator) Add(r *Record) {
 	for i, d := range g.by {
 		k[i] = g.id(i, dimValue(r, d))
 	}
-	s := g.group(&k)
-	s.gpuh += gpuh
-	s.cost += gpuh * r.UnitPrice
-	s.list += gpuh * r.ListPrice
-	s.n++
-	g.total.gpuh += gpuh
-	g.total.cost += gpuh * r.UnitPrice
-	g.total.list += gpuh * r.ListPrice
-	g.total.n++
+	g.group(&k).add(gpuh, r.UnitPrice, r.ListPrice)
+	g.total.add(gpuh, r.UnitPrice, r.ListPrice)
 }
 
 // viewValue is the value of dimension d of v (charge by name).
@@ -307,15 +308,8 @@ func (g *Aggregator) AddView(v *RecordView) {
 			k[i] = g.idBytes(i, viewValue(v, d))
 		}
 	}
-	s := g.group(&k)
-	s.gpuh += gpuh
-	s.cost += gpuh * v.UnitPrice
-	s.list += gpuh * v.ListPrice
-	s.n++
-	g.total.gpuh += gpuh
-	g.total.cost += gpuh * v.UnitPrice
-	g.total.list += gpuh * v.ListPrice
-	g.total.n++
+	g.group(&k).add(gpuh, v.UnitPrice, v.ListPrice)
+	g.total.add(gpuh, v.UnitPrice, v.ListPrice)
 }
 
 // Report returns the groups in key order and the totals.

@@ -701,19 +701,7 @@ func propCacheCycles(in Input) error {
 // never changes a plan. Every pending workload gets two clones submitted
 // just after it, so the memo is hit in every case.
 func propRepeat(in Input, _ Plan) error {
-	var clones []*workload.Workload
-	for _, w := range in.Workloads {
-		if w.Running != nil {
-			continue
-		}
-		for i := 1; i <= 2; i++ {
-			c := *w
-			c.Name = workload.ID(fmt.Sprintf("%s-c%d", w.Name, i))
-			c.SubmittedAt = w.SubmittedAt.Add(time.Duration(i) * time.Millisecond)
-			clones = append(clones, &c)
-		}
-	}
-	in.Workloads = append(slices.Clip(in.Workloads), clones...)
+	in.Workloads = withClones(in.Workloads, "c", func(w *workload.Workload) bool { return w.Running == nil })
 	got, _ := json.Marshal(Schedule(in))
 	in.Options.noRepeat = true
 	want, _ := json.Marshal(Schedule(in))
@@ -723,24 +711,31 @@ func propRepeat(in Input, _ Plan) error {
 	return nil
 }
 
+// withClones is ws with two clones of each workload pick selects, named
+// NAME-<tag>1 and NAME-<tag>2 and submitted 1 and 2 ms after it (alike to
+// it in all the core reads).
+func withClones(ws []*workload.Workload, tag string, pick func(*workload.Workload) bool) []*workload.Workload {
+	var clones []*workload.Workload
+	for _, w := range ws {
+		if !pick(w) {
+			continue
+		}
+		for i := 1; i <= 2; i++ {
+			c := *w
+			c.Name = workload.ID(fmt.Sprintf("%s-%s%d", w.Name, tag, i))
+			c.SubmittedAt = w.SubmittedAt.Add(time.Duration(i) * time.Millisecond)
+			clones = append(clones, &c)
+		}
+	}
+	return append(slices.Clip(ws), clones...)
+}
+
 // propBlockFit: keeping a gang's earliest fit per block for the next gang
 // alike (blockFit) never changes a plan. Every pending gang gets two
 // clones submitted just after it, and planning is on, so alike gangs are
 // planned one after another.
 func propBlockFit(in Input, _ Plan) error {
-	var clones []*workload.Workload
-	for _, w := range in.Workloads {
-		if w.Running != nil || !w.Gang() || w.Replicas < 2 {
-			continue
-		}
-		for i := 1; i <= 2; i++ {
-			c := *w
-			c.Name = workload.ID(fmt.Sprintf("%s-g%d", w.Name, i))
-			c.SubmittedAt = w.SubmittedAt.Add(time.Duration(i) * time.Millisecond)
-			clones = append(clones, &c)
-		}
-	}
-	in.Workloads = append(slices.Clip(in.Workloads), clones...)
+	in.Workloads = withClones(in.Workloads, "g", func(w *workload.Workload) bool { return w.Running == nil && w.Gang() && w.Replicas > 1 })
 	if in.Options.Planning.Depth == 0 {
 		in.Options.Planning = DefaultPlanning()
 	}
