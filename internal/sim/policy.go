@@ -407,9 +407,9 @@ func (s *Sim) measureLatency(m *metricValues) {
 // workload runs (workload → its nodes, in replica order), and the
 // workloads evicted by the core.
 type StepRecord struct {
-	Time     time.Time
-	Firings  []policy.Firing
-	Running  map[workload.ID][]string
+	Time    time.Time
+	Firings []policy.Firing
+	Running map[workload.ID][]string
 	// Replicas are the running workloads' replicas: nodes, GPUs, shares
 	// and MIG instances (the core's placements as the run applied them).
 	Replicas map[workload.ID][]workload.Replica
