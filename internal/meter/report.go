@@ -170,7 +170,14 @@ type Aggregator struct {
 // NewAggregator starts a report over [since, until) grouped by by (at
 // most one of each dimension; ParseGroupBy's answer).
 func NewAggregator(since, until time.Time, by []Dim) *Aggregator {
-	g := &Aggregator{since: since, until: until, by: by[:min(len(by), maxDims)], packed: map[uint64]int32{}, wide: map[key]int32{}}
+	return newAggregatorSized(since, until, by, 0)
+}
+
+// newAggregatorSized is NewAggregator with room for about n groups (a
+// hint: the sums do not depend on it).
+func newAggregatorSized(since, until time.Time, by []Dim, n int) *Aggregator {
+	g := &Aggregator{since: since, until: until, by: by[:min(len(by), maxDims)], packed: make(map[uint64]int32, n), wide: map[key]int32{},
+		keys: make([]key, 0, n), sums: make([]sums, 0, n)}
 	for i := range g.by {
 		g.ids[i] = map[string]uint32{}
 	}

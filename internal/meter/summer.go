@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,9 @@ type Summer struct {
 	merged       chan struct{}
 	total        *Aggregator
 	err          error
+	// groups is the most groups a finished chunk had: later chunks'
+	// aggregators are made that big (their maps need not grow).
+	groups atomic.Int64
 }
 
 type sumJob struct {
@@ -66,7 +70,14 @@ func NewSummer(since, until time.Time, by []Dim, keep func(*RecordView) bool) *S
 
 // sum is one chunk's aggregator.
 func (s *Summer) sum(data [][]byte) (*Aggregator, error) {
-	g := NewAggregator(s.since, s.until, s.by)
+	g := newAggregatorSized(s.since, s.until, s.by, int(s.groups.Load()))
+	defer func() {
+		for n := int64(len(g.sums)); ; {
+			if old := s.groups.Load(); old >= n || s.groups.CompareAndSwap(old, n) {
+				return
+			}
+		}
+	}()
 	var v RecordView
 	for _, d := range data {
 		if IsJSON(d) {
