@@ -64,7 +64,9 @@ func usage(wd *world, tenants []string, region string, now time.Time) []api.Usag
 				Guaranteed: gpus(q.Guaranteed), Unit: "GPUs",
 				Borrowed: gpus(run.Sub(q.Guaranteed)), Idle: gpus(q.Guaranteed.Sub(run)),
 			}
-			u.Lent = gpus(lent(q.Guaranteed.Sub(run), sc.free(ti, q.Key)))
+			if idle := q.Guaranteed.Sub(run); idle > 0 {
+				u.Lent = gpus(lent(idle, sc.free(ti, q.Key)))
+			}
 			if p := tree.Tenants[ti].Parent; p >= 0 {
 				u.Parent = tree.Tenants[p].Name
 			}
@@ -96,52 +98,56 @@ func lent(idle, free resource.MilliGPU) resource.MilliGPU {
 // on nodes up and open to new work, of the key's model and region (any
 // region for an all-regions entry), outside active reservations' bound
 // machines and outside partitions of other subtrees, less what running
-// work holds there.
+// work holds there. The fleet is read once, into free GPUs per model,
+// region and partition owner.
 type scope struct {
-	wd     *world
-	closed map[fleet.NodeID]bool // down, cordoned or reserved
-	owner  map[fleet.NodeID]int  // partition nodes: the owning tenant
-	held   map[fleet.NodeID]resource.MilliGPU
-	memo   map[scopeKey]resource.MilliGPU
+	tree   *tenancy.Tree
+	groups map[scopeGroup]resource.MilliGPU
 }
 
-type scopeKey struct {
-	tenant int
-	key    tenancy.Key
+// scopeGroup is a model, a region and the tenant whose partition the
+// nodes are in (-1: none).
+type scopeGroup struct {
+	model  fleet.ModelID
+	region string
+	owner  int
 }
 
 func newScope(wd *world, now time.Time) *scope {
-	sc := &scope{wd: wd, closed: map[fleet.NodeID]bool{}, owner: map[fleet.NodeID]int{},
-		held: map[fleet.NodeID]resource.MilliGPU{}, memo: map[scopeKey]resource.MilliGPU{}}
+	sc := &scope{tree: wd.Tree, groups: map[scopeGroup]resource.MilliGPU{}}
+	if wd.Fleet == nil {
+		return sc
+	}
+	closed := map[fleet.NodeID]bool{} // down, cordoned or reserved
 	for _, id := range wd.Down {
-		sc.closed[id] = true
+		closed[id] = true
 	}
 	for _, id := range wd.Cordoned {
-		sc.closed[id] = true
+		closed[id] = true
 	}
 	for _, r := range wd.Reservations {
 		if (r.Start.IsZero() || !r.Start.After(now)) && (r.End.IsZero() || r.End.After(now)) {
 			for _, id := range r.Nodes {
-				sc.closed[id] = true
+				closed[id] = true
 			}
 		}
 	}
-	if wd.Fleet != nil {
-		for _, p := range wd.Partitions {
-			t, ok := wd.Tree.Lookup(p.Tenant)
-			if !ok {
-				continue
-			}
-			for _, id := range p.Nodes {
-				sc.owner[id] = t
-			}
-			for _, b := range p.Blocks {
-				for _, n := range wd.Fleet.BlockNodes(b) {
-					sc.owner[n.ID] = t
-				}
+	owner := map[fleet.NodeID]int{}
+	for _, p := range wd.Partitions {
+		t, ok := wd.Tree.Lookup(p.Tenant)
+		if !ok {
+			continue
+		}
+		for _, id := range p.Nodes {
+			owner[id] = t
+		}
+		for _, b := range p.Blocks {
+			for _, n := range wd.Fleet.BlockNodes(b) {
+				owner[n.ID] = t
 			}
 		}
 	}
+	held := map[fleet.NodeID]resource.MilliGPU{}
 	for _, x := range wd.Workloads {
 		if x.Running == nil {
 			continue
@@ -151,30 +157,30 @@ func newScope(wd *world, now time.Time) *scope {
 			if m <= 0 {
 				m = resource.PerGPU
 			}
-			sc.held[r.Node] += m * resource.MilliGPU(len(r.GPUs))
+			held[r.Node] += m * resource.MilliGPU(len(r.GPUs))
 		}
+	}
+	for _, n := range wd.Fleet.Nodes {
+		if closed[n.ID] {
+			continue
+		}
+		g := scopeGroup{model: n.Model, region: n.Region, owner: -1}
+		if o, ok := owner[n.ID]; ok {
+			g.owner = o
+		}
+		sc.groups[g] += max(0, resource.MilliGPU(n.GPUs)*resource.PerGPU-held[n.ID])
 	}
 	return sc
 }
 
 // free is the GPUs free now to tenant t in key k.
 func (sc *scope) free(t int, k tenancy.Key) resource.MilliGPU {
-	if v, ok := sc.memo[scopeKey{t, k}]; ok {
-		return v
-	}
 	var free resource.MilliGPU
-	if sc.wd.Fleet != nil {
-		for _, n := range sc.wd.Fleet.Nodes {
-			if n.Model != k.Model || (k.Region != "" && n.Region != k.Region) || sc.closed[n.ID] {
-				continue
-			}
-			if o, ok := sc.owner[n.ID]; ok && !sc.wd.Tree.InSubtree(t, o) {
-				continue
-			}
-			free += max(0, resource.MilliGPU(n.GPUs)*resource.PerGPU-sc.held[n.ID])
+	for g, v := range sc.groups {
+		if g.model == k.Model && (k.Region == "" || g.region == k.Region) && (g.owner < 0 || sc.tree.InSubtree(t, g.owner)) {
+			free += v
 		}
 	}
-	sc.memo[scopeKey{t, k}] = free
 	return free
 }
 
