@@ -32,16 +32,7 @@ func TestSpotPriceChangeSplitsRecords(t *testing.T) {
 	t0 := tc.Now()
 	tc.Advance(time.Hour)
 	h.s.Cycle(h.ctx) // the same prices: nothing split
-	rules := `policies:
-  - name: surge
-    when: {metric: utilization, of: cluster, above: 0%}
-    then:
-      - {type: set_spot_price, target: region:eastus, price: $5/h}
-`
-	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "spot", Source: rules}); err != nil {
-		t.Fatal(err)
-	}
-	h.s.TickPolicies(h.ctx)
+	applySurge(t, h)
 	h.s.Cycle(h.ctx)
 	t1 := tc.Now()
 	tc.Advance(time.Hour)
@@ -125,16 +116,7 @@ func TestSpotSplitWaitsForTheHour(t *testing.T) {
 		return out
 	}
 	tc.Advance(30 * time.Minute)
-	rules := `policies:
-  - name: surge
-    when: {metric: utilization, of: cluster, above: 0%}
-    then:
-      - {type: set_spot_price, target: region:eastus, price: $5/h}
-`
-	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "spot", Source: rules}); err != nil {
-		t.Fatal(err)
-	}
-	h.s.TickPolicies(h.ctx)
+	applySurge(t, h)
 	h.s.Cycle(h.ctx)
 	if p := parts(); len(p) != 1 || p[0].UnitPrice == 5 {
 		t.Fatalf("half an hour in: %+v, want the one record at its first price", p)
@@ -145,4 +127,20 @@ func TestSpotSplitWaitsForTheHour(t *testing.T) {
 	if len(p) != 2 || !p[0].End.Equal(t0.Add(time.Hour)) || !p[1].Start.Equal(t0.Add(time.Hour)) || p[1].UnitPrice != 5 || !p[1].Open() {
 		t.Fatalf("an hour in: %+v, want the record split at %v, the open part at 5", p, t0.Add(time.Hour))
 	}
+}
+
+// applySurge applies a policy that sets eastus's spot price to $5/h from
+// the next policy tick on, and ticks the policies.
+func applySurge(t *testing.T, h *harness) {
+	t.Helper()
+	rules := `policies:
+  - name: surge
+    when: {metric: utilization, of: cluster, above: 0%}
+    then:
+      - {type: set_spot_price, target: region:eastus, price: $5/h}
+`
+	if _, err := h.admin.ApplyPolicy(h.ctx, api.PolicyApply{Name: "spot", Source: rules}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.TickPolicies(h.ctx)
 }
