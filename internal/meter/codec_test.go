@@ -1,7 +1,10 @@
 package meter
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -55,10 +58,27 @@ func FuzzDecodeRecord(f *testing.F) {
 	for _, r := range benchRecords(3) {
 		f.Add(AppendRecord(nil, &r))
 	}
+	for i, r := range benchRecords(3) {
+		f.Add(AppendRecordTuple(nil, &r, uint32(i+1)))
+		f.Add(appendRecordV1(nil, &r))
+	}
 	f.Add([]byte{codecV1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{codecV2, 0xff, 0xff, 0xff, 0xff, 0x1f})
 	f.Add([]byte(`{"workload":"a/b"}`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The head, where it reads, is the whole record's.
+		var h RecordHead
+		var v RecordView
+		if Head(data, &h) && v.Decode(data) == nil {
+			if h.Tuple != v.Tuple || h.GPUs != int64(v.GPUs) || h.Start != v.Start || h.End != v.End || h.UnitPrice != v.UnitPrice || h.ListPrice != v.ListPrice {
+				t.Fatalf("head %+v of view %+v", h, v)
+			}
+		}
+		// Any bytes as a tuple: left out or summed, never a panic.
+		s := NewSummer(t0, t0.Add(time.Hour), []Dim{DimTenant, DimCharge}, nil)
+		s.Tuple(1, data)
+		s.Report()
 		var r Record
 		if err := DecodeRecord(data, &r); err != nil || IsJSON(data) {
 			return
@@ -73,55 +93,147 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
+// appendRecordV1 is the first stored form (codecV1), which stores
+// written before the tuples hold.
+func appendRecordV1(b []byte, r *Record) []byte {
+	b = append(b, codecV1)
+	for _, s := range [...]string{r.Workload, r.Tenant, r.Kind, r.Class, string(r.SKU), string(r.Model), r.Region, string(r.Node)} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Path)))
+	for _, s := range r.Path {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(max(r.Replica, 0)))
+	b = binary.AppendVarint(b, r.TenantRev)
+	b = binary.AppendVarint(b, int64(r.GPUs))
+	b = binary.AppendVarint(b, r.Start.UnixNano())
+	var end, run int64
+	if !r.End.IsZero() {
+		end = r.End.UnixNano()
+	}
+	if !r.RunStart.IsZero() {
+		run = r.RunStart.UnixNano()
+	}
+	b = binary.AppendVarint(b, end)
+	b = binary.AppendVarint(b, run)
+	var flags byte
+	if r.Preemptible {
+		flags |= 1
+	}
+	b = append(b, flags, byte(r.Charge))
+	for _, p := range [...]float64{r.UnitPrice, r.ListPrice, r.ContractedPrice} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(p))
+	}
+	return b
+}
+
+// TestRecordCodecV1: a record in the first stored form decodes as it
+// was written.
+func TestRecordCodecV1(t *testing.T) {
+	recs := benchRecords(200)
+	recs[0].Path, recs[0].Class, recs[0].Preemptible, recs[0].TenantRev, recs[0].ContractedPrice = []string{"org", recs[0].Tenant}, "research", true, 42, 3.5
+	recs[1].RunStart = recs[1].Start.Add(-time.Hour)
+	for i := range recs {
+		var got Record
+		if err := DecodeRecord(appendRecordV1(nil, &recs[i]), &got); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(recs[i], got); d != "" {
+			t.Fatalf("record %d (-want +got):\n%s", i, d)
+		}
+	}
+}
+
+// tupleBook numbers tuples as the store does (from 1, in the order
+// first seen).
+type tupleBook struct {
+	num   map[string]uint32
+	order [][]byte
+}
+
+func (b *tupleBook) number(r *Record) uint32 {
+	k := AppendTuple(nil, r)
+	if n, ok := b.num[string(k)]; ok {
+		return n
+	}
+	if b.num == nil {
+		b.num = map[string]uint32{}
+	}
+	b.order = append(b.order, k)
+	b.num[string(k)] = uint32(len(b.order))
+	return uint32(len(b.order))
+}
+
 // TestSummerIsAggregate: the Summer's report of stored records (some
-// written as JSON, from before the stored form) is Aggregate's of the
-// records to the last bit, in one chunk and in many; keep filters; a
-// record that does not decode is an error.
+// written as JSON, from before the stored form, some in the first stored
+// form, most with their tuple's number) is Aggregate's of the records to
+// the last bit, in one chunk and in many, whether the tuples are given
+// or not; keep filters (by tuple where it has one); a record that does
+// not decode is an error.
 func TestSummerIsAggregate(t *testing.T) {
 	recs := benchRecords(5000)
 	var stored [][]byte
+	var book tupleBook
 	for i := range recs {
-		if i%7 == 0 {
+		switch {
+		case i%7 == 0:
 			js, _ := json.Marshal(&recs[i])
 			stored = append(stored, js)
-		} else {
-			stored = append(stored, AppendRecord(nil, &recs[i]))
+		case i%5 == 0:
+			stored = append(stored, appendRecordV1(nil, &recs[i]))
+		case i%11 == 0:
+			stored = append(stored, AppendRecord(nil, &recs[i])) // no number
+		default:
+			stored = append(stored, AppendRecordTuple(nil, &recs[i], book.number(&recs[i])))
 		}
 	}
-	by := []Dim{DimTenant, DimKind, DimCharge}
 	since, until := t0.Add(2*24*time.Hour), t0.Add(25*24*time.Hour)
 	defer func(c int) { chunk = c }(chunk)
-	for _, c := range []int{1 << 20, 300} {
-		chunk = c
-		s := NewSummer(since, until, by, nil)
-		for _, d := range stored {
-			s.Add(d)
-		}
-		got, err := s.Report()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := cmp.Diff(Aggregate(recs, since, until, by), got); d != "" {
-			t.Errorf("chunk %d: (-Aggregate +Summer):\n%s", c, d)
-		}
-		s = NewSummer(since, until, by, func(v *RecordView) bool { return string(v.Tenant) == recs[0].Tenant })
-		for _, d := range stored {
-			s.Add(d)
-		}
-		got, _ = s.Report()
-		var mine []Record
-		for _, r := range recs {
-			if r.Tenant == recs[0].Tenant {
-				mine = append(mine, r)
+	for _, by := range [][]Dim{{DimTenant, DimKind, DimCharge}, {DimSKU, DimClass, DimModel, DimRegion, DimTenant}, {DimWorkload, DimTenant}} {
+		for _, c := range []int{1 << 20, 300} {
+			for _, tuples := range []bool{false, true} {
+				chunk = c
+				summer := func(keep func(*RecordView) bool) Report {
+					s := NewSummer(since, until, by, keep)
+					if tuples {
+						for i, k := range book.order {
+							s.Tuple(uint32(i+1), k)
+						}
+						s.Tuple(uint32(len(book.order)+5), []byte{1}) // does not decode: left out
+					}
+					for _, d := range stored {
+						s.Add(d)
+					}
+					got, err := s.Report()
+					if err != nil {
+						t.Fatal(err)
+					}
+					return got
+				}
+				name := fmt.Sprintf("by %v, chunk %d, tuples %v", by, c, tuples)
+				if d := cmp.Diff(Aggregate(recs, since, until, by), summer(nil)); d != "" {
+					t.Errorf("%s: (-Aggregate +Summer):\n%s", name, d)
+				}
+				got := summer(func(v *RecordView) bool { return string(v.Tenant) == recs[0].Tenant })
+				var mine []Record
+				for _, r := range recs {
+					if r.Tenant == recs[0].Tenant {
+						mine = append(mine, r)
+					}
+				}
+				// Chunks of all records, not of the kept ones: the same sums up to
+				// the order of the additions.
+				want := Aggregate(mine, since, until, by)
+				if d := cmp.Diff(want, got, cmpopts.EquateApprox(1e-12, 0)); d != "" || got.Total.Records == 0 {
+					t.Errorf("%s, one tenant kept: (-want +got):\n%s", name, d)
+				}
 			}
 		}
-		// Chunks of all records, not of the kept ones: the same sums up to
-		// the order of the additions.
-		if d := cmp.Diff(Aggregate(mine, since, until, by).Total, got.Total, cmpopts.EquateApprox(1e-12, 0)); d != "" || got.Total.Records == 0 {
-			t.Errorf("chunk %d, one tenant kept: (-want +got):\n%s", c, d)
-		}
 	}
-	s := NewSummer(since, until, by, nil)
+	s := NewSummer(since, until, []Dim{DimTenant}, nil)
 	s.Add(stored[1])
 	s.Add([]byte{codecV1, 9})
 	if _, err := s.Report(); err == nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -165,6 +166,9 @@ type Aggregator struct {
 	keys         []key
 	sums         []sums
 	total        sums
+	// base is the aggregator g was cloned from (nil: none): g's first
+	// len(base.sums) groups are base's, in base's order.
+	base *Aggregator
 }
 
 // NewAggregator starts a report over [since, until) grouped by by (at
@@ -182,6 +186,17 @@ func newAggregatorSized(since, until time.Time, by []Dim, n int) *Aggregator {
 		g.ids[i] = map[string]uint32{}
 	}
 	return g
+}
+
+// clone is a new aggregator over g's window and dimensions that starts
+// with g's groups, their sums zero.
+func (g *Aggregator) clone() *Aggregator {
+	c := &Aggregator{since: g.since, until: g.until, by: g.by, packed: maps.Clone(g.packed), wide: maps.Clone(g.wide),
+		keys: slices.Clone(g.keys), sums: make([]sums, len(g.sums), cap(g.sums)), base: g}
+	for i := range g.by {
+		c.ids[i], c.names[i] = maps.Clone(g.ids[i]), slices.Clone(g.names[i])
+	}
+	return c
 }
 
 // id is v's number among dimension i's values.
@@ -293,20 +308,29 @@ func (g *Aggregator) idBytes(i int, v []byte) uint32 {
 	return g.id(i, string(v))
 }
 
+// hours is the GPU-hours of gpus milli-GPUs over [start, end) (Unix
+// nanoseconds; end 0: open) inside the window; ok false when the
+// interval has no part inside it.
+func (g *Aggregator) hours(gpus, start, end int64) (gpuh float64, ok bool) {
+	if u := g.until.UnixNano(); end == 0 || end > u {
+		end = u
+	}
+	if s := g.since.UnixNano(); start < s {
+		start = s
+	}
+	if end <= start {
+		return 0, false
+	}
+	return float64(gpus) / 1000 * time.Duration(end-start).Hours(), true
+}
+
 // AddView counts the part of the stored record v inside the window: the
 // same sums as Add of v.Record(), without a copy.
 func (g *Aggregator) AddView(v *RecordView) {
-	from, to := v.Start, v.End
-	if u := g.until.UnixNano(); to == 0 || to > u {
-		to = u
-	}
-	if s := g.since.UnixNano(); from < s {
-		from = s
-	}
-	if to <= from {
+	gpuh, ok := g.hours(int64(v.GPUs), v.Start, v.End)
+	if !ok {
 		return
 	}
-	gpuh := float64(v.GPUs) / 1000 * time.Duration(to-from).Hours()
 	var k key
 	for i, d := range g.by {
 		if d == DimCharge {
@@ -319,6 +343,18 @@ func (g *Aggregator) AddView(v *RecordView) {
 	g.total.add(gpuh, v.UnitPrice, v.ListPrice)
 }
 
+// addHead counts the part of the record read from its head (Summer's
+// item) inside the window into its group: AddView's sums, the group
+// found by the record's tuple.
+func (g *Aggregator) addHead(it *item) {
+	gpuh, ok := g.hours(it.gpus, it.start, it.end)
+	if !ok {
+		return
+	}
+	g.sums[it.gi].add(gpuh, it.unit, it.list)
+	g.total.add(gpuh, it.unit, it.list)
+}
+
 // Report returns the groups in key order and the totals.
 func (g *Aggregator) Report() Report {
 	rep := Report{Since: g.since, Until: g.until, Rows: []Row{}}
@@ -327,6 +363,9 @@ func (g *Aggregator) Report() Report {
 	}
 	for j, k := range g.keys {
 		s := g.sums[j]
+		if s.n == 0 {
+			continue // a group of a tuple no record in the window has
+		}
 		keys := make([]string, len(g.by))
 		for i := range keys {
 			keys[i] = g.names[i][k[i]]
@@ -340,13 +379,22 @@ func (g *Aggregator) Report() Report {
 
 // Merge adds o's groups (of the same window and dimensions) to g's.
 func (g *Aggregator) Merge(o *Aggregator) {
+	shared := 0 // the groups o and g have from the same base, in its order
+	if o.base != nil && o.base == g.base {
+		shared = min(len(o.base.sums), len(g.sums), len(o.sums))
+	}
 	for j, ok := range o.keys {
 		os := &o.sums[j]
-		var k key
-		for i := range g.by {
-			k[i] = g.id(i, o.names[i][ok[i]])
+		var s *sums
+		if j < shared {
+			s = &g.sums[j]
+		} else {
+			var k key
+			for i := range g.by {
+				k[i] = g.id(i, o.names[i][ok[i]])
+			}
+			s = g.group(&k)
 		}
-		s := g.group(&k)
 		s.gpuh += os.gpuh
 		s.cost += os.cost
 		s.list += os.list

@@ -302,7 +302,8 @@ func (c *costCollector) Collect(ch chan<- prometheus.Metric) {
 // over [since, until) (default: the last 30 days) grouped by group_by
 // (default tenant), summed here from the stored records read in place
 // (store.ScanUsageWindowRaw, meter.Summer: decoded and summed on every
-// core while the store is read) so that no record crosses the API. tenant=T
+// core while the store is read; a record whose tuple the store numbered,
+// store.ScanUsageTuples, from its head alone) so that no record crosses the API. tenant=T
 // narrows it to T's subtree as it is now (T and its descendants, each the
 // tenant of its name that exists now). The admin sees every record; a
 // tenant token its own subtree's only: tenant=T outside it reports
@@ -344,6 +345,10 @@ func (s *Server) costReport(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		sum := meter.NewSummer(since, until, by, keep)
+		store.ScanUsageTuples(tx, func(n uint32, tuple []byte) bool {
+			sum.Tuple(n, tuple)
+			return true
+		})
 		store.ScanUsageWindowRaw(tx, since, until, func(data []byte) bool {
 			sum.Add(data)
 			return true

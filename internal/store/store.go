@@ -45,7 +45,7 @@ const KindMeta Kind = "meta"
 
 // Kinds lists every kind, in a fixed order.
 var Kinds = []Kind{KindTenant, KindNode, KindReservation, KindWorkload, KindPolicy, KindFiring, KindToken, KindEvent, KindSetting, KindPartition,
-	KindEventIndex, KindLiveIndex, KindCount, KindIdempotency, KindIdempotencyExpiry, KindUsage, KindUsageOpen, KindUsageTotals}
+	KindEventIndex, KindLiveIndex, KindCount, KindIdempotency, KindIdempotencyExpiry, KindUsage, KindUsageOpen, KindUsageTotals, KindUsageTuples}
 
 func (k Kind) String() string { return string(k) }
 

@@ -30,10 +30,15 @@ import (
 //   - KindUsageTotals: per tenant and charge, the GPU-hours and cost of
 //     the closed records (two float64, big-endian bits), so that the
 //     metrics' counters read the closed history without a scan.
+//   - KindUsageTuples: per tuple (a record's report dimensions but the
+//     workload, meter.AppendTuple's bytes), the number it was given
+//     (uvarint, from 1), which its records carry in their heads so that a
+//     report finds their group by number (usageTuple, ScanUsageTuples).
 const (
 	KindUsage       Kind = "usage"
 	KindUsageOpen   Kind = "usage-open"
 	KindUsageTotals Kind = "usage-totals"
+	KindUsageTuples Kind = "usage-tuples"
 )
 
 // UsageKey is the key of replica's record of the run of workload wkey
@@ -73,7 +78,11 @@ func PutUsage(tx WriteTx, r *meter.Record) error {
 	if err := startSpans(tx); err != nil {
 		return err
 	}
-	if err := tx.PutRaw(KindUsage, k, meter.AppendRecord(nil, r)); err != nil {
+	tuple, err := usageTuple(tx, r)
+	if err != nil {
+		return err
+	}
+	if err := tx.PutRaw(KindUsage, k, meter.AppendRecordTuple(nil, r, tuple)); err != nil {
 		return err
 	}
 	if r.Open() {
@@ -86,6 +95,51 @@ func PutUsage(tx WriteTx, r *meter.Record) error {
 		return nil // the run goes on in a later record
 	}
 	return tx.DeleteRaw(KindUsageOpen, run)
+}
+
+// tuplesKey is where KindUsageTotals keeps the last number given to a
+// tuple (8 bytes big-endian); like longestKey it has no '/'.
+const tuplesKey = "#tuples"
+
+// usageTuple returns the number of r's tuple, numbering it when it has
+// none; 0 (no number: the record is summed from its strings) once
+// meter.MaxTuple tuples have numbers, or for a damaged number.
+func usageTuple(tx WriteTx, r *meter.Record) (uint32, error) {
+	k := string(meter.AppendTuple(nil, r))
+	if v, ok := tx.GetRaw(KindUsageTuples, k); ok {
+		n, m := binary.Uvarint(v)
+		if m <= 0 || n == 0 || n > meter.MaxTuple {
+			return 0, nil
+		}
+		return uint32(n), nil
+	}
+	var last uint64
+	if v, ok := tx.GetRaw(KindUsageTotals, tuplesKey); ok && len(v) == 8 {
+		last = binary.BigEndian.Uint64(v)
+	}
+	if last >= meter.MaxTuple {
+		return 0, nil
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], last+1)
+	if err := tx.PutRaw(KindUsageTotals, tuplesKey, b[:]); err != nil {
+		return 0, err
+	}
+	return uint32(last + 1), tx.PutRaw(KindUsageTuples, k, binary.AppendUvarint(nil, last+1))
+}
+
+// ScanUsageTuples calls fn with the number and the stored form
+// (meter.AppendTuple's; valid during fn) of every numbered tuple, until
+// fn returns false. A damaged number is skipped: its records are
+// summed from their strings.
+func ScanUsageTuples(tx ReadTx, fn func(n uint32, tuple []byte) bool) {
+	tx.ScanRaw(KindUsageTuples, "", "", func(k string, v []byte) bool {
+		n, m := binary.Uvarint(v)
+		if m <= 0 || n == 0 || n > meter.MaxTuple {
+			return true
+		}
+		return fn(uint32(n), []byte(k))
+	})
 }
 
 // openSegment is the key of the open record of the run keyed run, from

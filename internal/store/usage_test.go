@@ -461,3 +461,75 @@ func testApplyPlanResize(t *testing.T, st testStore, _ func() testStore) {
 		return nil
 	})
 }
+
+// TestUsageTuples: each record's tuple (its report dimensions but the
+// workload) is numbered once, from 1, in the transaction that writes the
+// record; a record's head carries its tuple's number, closing it keeps
+// the number, and the numbering goes on after a restart. On both stores.
+func TestUsageTuples(t *testing.T) {
+	forEachStore(t, testUsageTuples)
+}
+
+func testUsageTuples(t *testing.T, st testStore, reopen func() testStore) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := []meter.Record{usageRecord("a", "w1", 0, t0), usageRecord("a", "w1", 1, t0), usageRecord("b", "w2", 0, t0), usageRecord("a", "w3", 0, t0)}
+	recs[3].Charge = meter.ChargeSpot // a's second tuple
+	put := func(st testStore, rs ...meter.Record) {
+		t.Helper()
+		err := st.Update(ctx, func(tx WriteTx) error {
+			for i := range rs {
+				if err := PutUsage(tx, &rs[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(st testStore, want int) {
+		t.Helper()
+		err := st.View(ctx, func(tx ReadTx) error {
+			byNum := map[uint32]string{}
+			ScanUsageTuples(tx, func(n uint32, tuple []byte) bool {
+				if _, dup := byNum[n]; dup {
+					t.Errorf("tuple number %d given twice", n)
+				}
+				byNum[n] = string(tuple)
+				return true
+			})
+			if len(byNum) != want {
+				t.Errorf("%d tuples numbered, want %d", len(byNum), want)
+			}
+			for n := range want {
+				if _, ok := byNum[uint32(n+1)]; !ok {
+					t.Errorf("no tuple numbered %d", n+1)
+				}
+			}
+			return ScanUsage(tx, "", t0.Add(time.Hour), func(k string, r *meter.Record) bool {
+				data, _ := tx.GetRaw(KindUsage, k)
+				var h meter.RecordHead
+				if !meter.Head(data, &h) {
+					t.Errorf("%s: no head", k)
+				} else if byNum[h.Tuple] != string(meter.AppendTuple(nil, r)) {
+					t.Errorf("%s: its head's tuple %d is not its own", k, h.Tuple)
+				}
+				return true
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(st, recs...)
+	check(st, 3)
+	closed := recs[0]
+	closed.End = t0.Add(30 * time.Minute)
+	put(st, closed)
+	check(st, 3)
+	st = reopen()
+	c := usageRecord("c", "w4", 0, t0)
+	put(st, c, recs[2])
+	check(st, 4)
+}
