@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ generators:
 services:
   - name: chat
     tenant: inference
+    priority: normal
     flavor: H100-80G
     regions: [eastus]
     users: [{region: eastus, peak_hour: 2}]
@@ -168,5 +170,33 @@ func TestElasticServiceValidation(t *testing.T) {
 	// min_replicas 0 is min 1.
 	if _, err := ParseScenario("s.yaml", []byte(strings.Replace(src, "min_replicas: 2", "min_replicas: 0", 1))); err != nil {
 		t.Errorf("min_replicas 0: %v", err)
+	}
+}
+
+// TestElasticServingExample: examples/scenarios/elastic-serving.yaml runs
+// as its comment says: the service is one workload, never preempted (it
+// shrinks instead), and has grown above its min.
+func TestElasticServingExample(t *testing.T) {
+	data, err := os.ReadFile("../../examples/scenarios/elastic-serving.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, steps, _ := runElasticService(t, string(data))
+	chat := r.Classes.Get("chat")
+	if chat == nil {
+		t.Fatal("no chat class")
+	}
+	if chat.Requests != 1 || chat.Preemptions != 0 {
+		t.Errorf("chat: %d workloads, %d preemptions; want 1 and 0", chat.Requests, chat.Preemptions)
+	}
+	most, shrunk := 0, false
+	for i, st := range steps {
+		most = max(most, st.size)
+		if i > 0 && st.size < steps[i-1].size && st.size < st.want {
+			shrunk = true // gave growth back that its autoscaler still wanted: a reclaim
+		}
+	}
+	if most <= 2 || !shrunk {
+		t.Errorf("chat grew to at most %d replicas, shrunk for a claim %v: want growth above min 2 and a reclaim", most, shrunk)
 	}
 }
