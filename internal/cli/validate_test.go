@@ -29,7 +29,7 @@ func TestValidateEveryExample(t *testing.T) {
 		"alerts.yaml": "alert", "probes.yaml": "probes", "backfill.yaml": "config", "elastic.yaml": "config", "future-reservation.yaml": "config",
 		"schedule.yaml": "config", "mig.yaml": "config", "tree.yaml": "config", "agent/config.yaml": "config", "agent/job.yaml": "workload",
 		"knobs/dynamic.yaml": "knobs", "knobs/hybrid.yaml": "knobs", "knobs/static.yaml": "knobs",
-		"policies/native.yaml": "policy", "policies/operators.yaml": "policy", "scenarios/openb.yaml": "scenario",
+		"policies/native.yaml": "policy", "policies/operators.yaml": "policy", "scenarios/openb.yaml": "scenario", "scenarios/elastic-serving.yaml": "scenario",
 		"strategies/default.yaml": "strategy", "strategies/dynamic.yaml": "strategy", "strategies/fgd.yaml": "strategy",
 		"strategies/hybrid.yaml": "strategy", "strategies/static.yaml": "strategy",
 		"tuned/static-second-pass.knobs.yaml": "knobs", "tuned/tuned-dynamic.policies.yaml": "policy",

@@ -150,6 +150,13 @@ type Service struct {
 	ContextCacheHit float64 `yaml:"context_cache_hit"`
 	MinReplicas     int     `yaml:"min_replicas"`
 	MaxReplicas     int     `yaml:"max_replicas"`
+	// Elastic (opt-in) makes each serving region one elastic inference
+	// workload (workload.Elastic) instead of one 1-replica workload per
+	// replica: min max(1, min_replicas), max what the region's autoscaler
+	// wants each step (within [min, max_replicas]). The core grows it
+	// toward that as idle capacity allows and, on reclaim, shrinks it
+	// down to min before it preempts other work. Needs max_replicas.
+	Elastic bool `yaml:"elastic"`
 	// Scale multiplies the built-in coding-assistant load (350 requests/s
 	// on average per user region on weekdays).
 	Scale float64 `yaml:"scale"`
@@ -331,6 +338,15 @@ func decodeScenario(file string, data []byte) (_ *Scenario, decodeErr error, _ y
 			if w <= 0 {
 				errs.Add(sv.Pos, f+".weights", "weights must be > 0")
 				break
+			}
+		}
+		if sv.Elastic {
+			switch lo := max(1, sv.MinReplicas); {
+			case sv.MinReplicas < 0:
+				errs.Add(sv.Pos, f+".min_replicas", "min_replicas must be ≥ 0, got %d", sv.MinReplicas)
+			case sv.MaxReplicas < lo || sv.MaxReplicas > workload.MaxReplicasBound:
+				errs.Add(sv.Pos, f+".max_replicas", "an elastic service grows up to max_replicas: give one between %d (min_replicas, at least 1) and %d, got %d",
+					lo, workload.MaxReplicasBound, sv.MaxReplicas)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/serving"
 	"github.com/arbiterhq/arbiter/internal/trace"
 	"github.com/arbiterhq/arbiter/internal/workload"
@@ -62,8 +63,12 @@ type serviceState struct {
 	tpot     []time.Duration      // per serving region: this step's time per output token
 	ttftRes  []serving.StepResult // per serving region: to the first token
 	replicas [][]*job             // per serving region: pending and running replica jobs
-	running  []int                // per serving region: replicas serving this step
-	next     int                  // replica name counter
+	// elastic is, for an elastic service (Service.Elastic), each serving
+	// region's one elastic workload (nil until its first step); replicas
+	// is then unused.
+	elastic []*job
+	running []int // per serving region: replicas serving this step
+	next    int   // replica name counter
 	// erlang memoises the queue's probability of waiting between the
 	// step's two distributions (same occupancy, same input).
 	erlang serving.ErlangTable
@@ -152,6 +157,9 @@ func newServices(s *Sim, seed uint64) ([]*serviceState, error) {
 		st.ttftRes = make([]serving.StepResult, n)
 		st.running = make([]int, n)
 		st.replicas = make([][]*job, n)
+		if sv.Elastic {
+			st.elastic = make([]*job, n)
+		}
 		out = append(out, st)
 	}
 	return out, nil
@@ -178,12 +186,17 @@ func (s *Sim) stepServices() {
 		}
 		rates := st.router.EndpointRates(flows)
 		for ri := range sv.Regions {
-			running := 0
-			st.replicas[ri] = compact(st.replicas[ri])
-			for _, j := range st.replicas[ri] {
-				if j.running && !s.now.Before(j.progressFrom) {
-					running++
+			var running, have int
+			if st.elastic != nil {
+				running, have = st.elasticReplicas(s.now, ri)
+			} else {
+				st.replicas[ri] = compact(st.replicas[ri])
+				for _, j := range st.replicas[ri] {
+					if j.running && !s.now.Before(j.progressFrom) {
+						running++
+					}
 				}
+				have = len(st.replicas[ri])
 			}
 			st.running[ri] = running
 			in := serving.StepInput{Rate: rates[ri], Replicas: running, Step: Step, Backlog: st.backlog[ri], MaxWait: 30 * time.Second, Erlang: &st.erlang}
@@ -192,8 +205,12 @@ func (s *Sim) stepServices() {
 			st.results[ri] = st.e2eAt(st.tpot[ri]).Step(in)
 			st.backlog[ri] = st.results[ri].Backlog
 			st.router.Endpoints[ri].Healthy = serving.Probe(running, &st.results[ri], 10*time.Second)
-			want := st.scalers[ri].Decide(len(st.replicas[ri]), rates[ri], st.backlog[ri]).Replicas
-			s.scaleTo(st, ri, want)
+			want := st.scalers[ri].Decide(have, rates[ri], st.backlog[ri]).Replicas
+			if st.elastic != nil {
+				s.scaleElastic(st, ri, want)
+			} else {
+				s.scaleTo(st, ri, want)
+			}
 		}
 		st.observe(flows)
 	}
@@ -317,26 +334,7 @@ func (s *Sim) scaleTo(st *serviceState, ri, want int) {
 	sv := st.spec
 	for ; have < want; have++ {
 		st.next++
-		s.seq++
-		class := sv.Class
-		if class == "" {
-			class = sv.Name
-		}
-		w := &workload.Workload{Spec: workload.Spec{
-			Name:     workload.ID(fmt.Sprintf("%s-%s-r%05d", sv.Name, sv.Regions[ri], st.next)),
-			Kind:     workload.KindInference,
-			Tenant:   sv.Tenant,
-			Priority: sv.Priority,
-			GPUs:     resource.GPUs(1),
-			Replicas: 1,
-			Flavors:  []fleet.ModelID{sv.Flavor},
-			Regions:  []string{sv.Regions[ri]},
-			Labels:   st.labels(class),
-		}, SubmittedAt: s.now}
-		decl := s.widen(class, &w.Spec)
-		j := &job{w: w, gen: -1, svc: st.index, region: ri, class: class, remaining: s.end.Sub(s.now) + time.Hour, declared: decl,
-			basePriority: w.Priority, basePreempt: w.Preemptible}
-		s.applyClass(j)
+		j := s.serviceJob(st, ri, fmt.Sprintf("%s-%s-r%05d", sv.Name, sv.Regions[ri], st.next), nil)
 		st.replicas[ri] = append(st.replicas[ri], j)
 		s.submit(j)
 	}
@@ -356,6 +354,92 @@ func (s *Sim) scaleTo(st *serviceState, ri, want int) {
 		st.replicas[ri] = append(st.replicas[ri][:idx], st.replicas[ri][idx+1:]...)
 		s.finish(j)
 		have--
+	}
+}
+
+// serviceJob is a new inference workload of a service in serving region
+// ri, named name, not yet submitted: one replica of one GPU, or for an
+// elastic service (el set) the region's elastic workload, pending at its
+// min.
+func (s *Sim) serviceJob(st *serviceState, ri int, name string, el *workload.Elastic) *job {
+	sv := st.spec
+	s.seq++
+	class := sv.Class
+	if class == "" {
+		class = sv.Name
+	}
+	replicas := 1
+	if el != nil {
+		replicas = el.Min
+	}
+	w := &workload.Workload{Spec: workload.Spec{
+		Name:     workload.ID(name),
+		Kind:     workload.KindInference,
+		Tenant:   sv.Tenant,
+		Priority: sv.Priority,
+		GPUs:     resource.GPUs(1),
+		Replicas: replicas,
+		Elastic:  el,
+		Flavors:  []fleet.ModelID{sv.Flavor},
+		Regions:  []string{sv.Regions[ri]},
+		Labels:   st.labels(class),
+	}, SubmittedAt: s.now}
+	decl := s.widen(class, &w.Spec)
+	j := &job{w: w, gen: -1, svc: st.index, region: ri, class: class, remaining: s.end.Sub(s.now) + time.Hour, declared: decl,
+		basePriority: w.Priority, basePreempt: w.Preemptible}
+	s.applyClass(j)
+	return j
+}
+
+// elasticReplicas is, for an elastic service's region ri, how many
+// replicas serve this step and how many the autoscaler last asked for
+// (the workload's max: what the per-replica path counts as its pending
+// and running replicas). Replicas serve as the per-replica path's do: from
+// the run's progressFrom (after victims' grace periods); a growth's
+// replicas join from the cycle that placed them, so from the next step.
+func (st *serviceState) elasticReplicas(now time.Time, ri int) (running, have int) {
+	j := st.elastic[ri]
+	if j == nil {
+		return 0, 0
+	}
+	if j.running && !now.Before(j.progressFrom) {
+		running = len(j.w.Running.Replicas)
+	}
+	return running, j.w.Elastic.Max
+}
+
+// scaleElastic sets an elastic service region's workload's max to the
+// replicas the autoscaler wants, within [min, max_replicas]: the core
+// grows it toward that into idle capacity, as borrowing, and on reclaim
+// shrinks it down to min before it preempts other work. Replicas above a
+// lowered max are given back now, the highest first (a shrink, as the
+// core's). The first call submits the workload, pending at its min; it
+// runs to the end of the run (preempted whole, it waits again at min).
+func (s *Sim) scaleElastic(st *serviceState, ri, want int) {
+	sv := st.spec
+	lo := max(1, sv.MinReplicas)
+	want = min(max(want, lo), max(sv.MaxReplicas, lo))
+	j := st.elastic[ri]
+	if j == nil {
+		el := &workload.Elastic{Min: lo, Max: want, Step: 1}
+		j = s.serviceJob(st, ri, fmt.Sprintf("%s-%s", sv.Name, sv.Regions[ri]), el)
+		st.elastic[ri] = j
+		s.submit(j)
+		return
+	}
+	el := j.w.Elastic
+	if want == el.Max {
+		return
+	}
+	grows := want > el.Max
+	el.Max = want
+	if j.w.Running == nil {
+		return // pending at its min; placed, the core grows it
+	}
+	if n := len(j.w.Running.Replicas); n > want {
+		s.resize(j, sched.Resize{Workload: j.w.Name, From: n, To: want, Reason: "its autoscaler wants fewer replicas"})
+	} else if grows {
+		s.dirty = true // the next cycle may grow it
 	}
 }
 
