@@ -56,17 +56,7 @@ func AppendRecordTuple(b []byte, r *Record, tuple uint32) []byte {
 	b = append(b, byte(r.Charge))
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.UnitPrice))
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(r.ListPrice))
-	for _, s := range [...]string{r.Workload, r.Tenant, r.Kind, r.Class, string(r.SKU), string(r.Model), r.Region, string(r.Node)} {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	b = binary.AppendUvarint(b, uint64(len(r.Path)))
-	for _, s := range r.Path {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	b = binary.AppendUvarint(b, uint64(max(r.Replica, 0)))
-	b = binary.AppendVarint(b, r.TenantRev)
+	b = appendNames(b, r)
 	var run int64
 	if !r.RunStart.IsZero() {
 		run = r.RunStart.UnixNano()
@@ -78,6 +68,24 @@ func AppendRecordTuple(b []byte, r *Record, tuple uint32) []byte {
 	}
 	b = append(b, flags)
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(r.ContractedPrice))
+}
+
+// appendNames appends what both stored forms write alike: the strings
+// Workload, Tenant, Kind, Class, SKU, Model, Region, Node (uvarint length
+// and bytes), the path's length and its names, Replica (uvarint) and
+// TenantRev (varint).
+func appendNames(b []byte, r *Record) []byte {
+	for _, s := range [...]string{r.Workload, r.Tenant, r.Kind, r.Class, string(r.SKU), string(r.Model), r.Region, string(r.Node)} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Path)))
+	for _, s := range r.Path {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(max(r.Replica, 0)))
+	return binary.AppendVarint(b, r.TenantRev)
 }
 
 // RecordHead is what a report reads of a stored record whose tuple the

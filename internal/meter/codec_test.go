@@ -96,18 +96,7 @@ func FuzzDecodeRecord(f *testing.F) {
 // appendRecordV1 is the first stored form (codecV1), which stores
 // written before the tuples hold.
 func appendRecordV1(b []byte, r *Record) []byte {
-	b = append(b, codecV1)
-	for _, s := range [...]string{r.Workload, r.Tenant, r.Kind, r.Class, string(r.SKU), string(r.Model), r.Region, string(r.Node)} {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	b = binary.AppendUvarint(b, uint64(len(r.Path)))
-	for _, s := range r.Path {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	b = binary.AppendUvarint(b, uint64(max(r.Replica, 0)))
-	b = binary.AppendVarint(b, r.TenantRev)
+	b = appendNames(append(b, codecV1), r)
 	b = binary.AppendVarint(b, int64(r.GPUs))
 	b = binary.AppendVarint(b, r.Start.UnixNano())
 	var end, run int64
