@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -244,4 +245,25 @@ func BenchmarkScheduleMixed(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cycle")
 	})
+}
+
+// TestMixedSearchMemo checks on BenchmarkScheduleMixed's distribution (a
+// tenth of its size) that the victim searches' memos change no plan.
+func TestMixedSearchMemo(t *testing.T) {
+	m, err := schedbench.NewMixed(1000, 20_000, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Now: t0, Fleet: m.Fleet, Tenants: m.Tenants, Workloads: append(slices.Clip(m.Running), m.Pending...)}
+	in.Options.Planning = DefaultPlanning()
+	got := Schedule(in)
+	in.Options.noSearchMemo = true
+	want := Schedule(in)
+	if len(want.Placements) == 0 || len(want.Preemptions) == 0 {
+		t.Fatalf("the world must place and preempt: %d placements, %d preemptions", len(want.Placements), len(want.Preemptions))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("plans differ with the search memos: %d/%d placements, %d/%d preemptions, %d/%d pending",
+			len(got.Placements), len(want.Placements), len(got.Preemptions), len(want.Preemptions), len(got.Pending), len(want.Pending))
+	}
 }

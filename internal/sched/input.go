@@ -100,6 +100,9 @@ type Options struct {
 	// noBlockFit turns off the gangs' kept fits per block (blockFit), for
 	// the same check.
 	noBlockFit bool
+	// noSearchMemo turns off the victim searches' memos of what is out of
+	// reach (reachMemo), for the same check.
+	noSearchMemo bool
 }
 
 // FairShare configures fair share over time.

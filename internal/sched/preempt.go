@@ -368,10 +368,17 @@ func (a *area) choose(vs []victim, need int) []victim {
 // preemptNode finds the node where one replica fits after the cheapest
 // eviction, evicts the victims and returns the node, or -1.
 func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
+	need := cl.perGPU * int32(cl.count)
+	memo := cl.w.Running == nil && !s.in.Options.noSearchMemo
+	if memo && s.outOfReach(cl, need) {
+		return -1, nil
+	}
+	record := memo && len(s.journal) == 0
 	best, bestCost := -1, cost{}
 	var bestSet []victim
 	var vs []victim
 	for _, pi := range cl.pools {
+		most := int32(-1)
 		for _, i := range s.victimNodes(pi) {
 			if !s.mayHaveVictims(cl, i) {
 				continue
@@ -396,7 +403,8 @@ func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
 			for _, f := range ns.free {
 				free += f
 			}
-			if free+reach < cl.perGPU*int32(cl.count) {
+			most = max(most, free+reach)
+			if free+reach < need {
 				continue
 			}
 			s.sortVictims(vs)
@@ -409,11 +417,56 @@ func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
 				best, bestCost, bestSet = i, c, chosen
 			}
 		}
+		if record {
+			s.reach[s.reachKeyOf(cl, pi)] = reachMemo{evictions: s.evictions, most: most}
+		}
 	}
 	if best < 0 {
 		return -1, nil
 	}
 	return best, s.evictFor(cl, bestSet)
+}
+
+// reachKey is what allowed's answers for a claim depend on, besides the
+// run: claims that agree on it, in one pool, may evict the same runs.
+type reachKey struct {
+	tenant                 int
+	cover                  int32
+	prio                   workload.Priority
+	onRes, within, overrun bool
+	pool                   int
+}
+
+// reachMemo is, for a reachKey, the most milli one node of the pool could
+// offer a replica (its free GPUs plus what allowed victims hold there;
+// -1: no node has a victim), with the eviction count it was found at.
+// Until the next eviction it stays an upper bound: placements only take
+// free GPUs and add no victims, and a rolled-back attempt gives back only
+// what it took after the memo was recorded at a committed state.
+type reachMemo struct {
+	evictions int
+	most      int32
+}
+
+func (s *snapshot) reachKeyOf(cl *claim, pi int) reachKey {
+	return reachKey{tenant: cl.tenant, cover: cl.cover, prio: cl.w.Priority, onRes: cl.onRes >= 0, within: cl.within,
+		overrun: s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w), pool: pi}
+}
+
+// outOfReach reports whether a search of preemptNode for cl is known to
+// fail: in each of its pools, no node offers need milli (reachMemo).
+func (s *snapshot) outOfReach(cl *claim, need int32) bool {
+	if s.reach == nil {
+		s.reach = map[reachKey]reachMemo{}
+		return false
+	}
+	for _, pi := range cl.pools {
+		m, ok := s.reach[s.reachKeyOf(cl, pi)]
+		if !ok || m.evictions != s.evictions || m.most >= need {
+			return false
+		}
+	}
+	return true
 }
 
 // preemptBlock finds the block where the gang fits after the cheapest

@@ -204,6 +204,7 @@ var coreProps = []property{
 	{"cache-same-plan", propCache},
 	{"repeat-same-plan", propRepeat},
 	{"blockfit-same-plan", propBlockFit},
+	{"searchmemo-same-plan", propSearchMemo},
 }
 
 func TestProperties(t *testing.T) {
@@ -744,6 +745,44 @@ func propBlockFit(in Input, _ Plan) error {
 	want, _ := json.Marshal(Schedule(in))
 	if !bytes.Equal(want, got) {
 		return fmt.Errorf("plan with the kept block fits differs:\nwith:    %s\nwithout: %s", got, want)
+	}
+	return nil
+}
+
+// propSearchMemo: the victim searches' memos (reachMemo) never change a
+// plan. Every pending workload gets a clone one GPU larger and, where it
+// has more than one, one a GPU smaller, so that claims of one class with
+// other needs follow each other.
+func propSearchMemo(in Input, _ Plan) error {
+	var sized []*workload.Workload
+	for _, w := range in.Workloads {
+		if w.Running != nil {
+			continue
+		}
+		if w.GPUs > resource.PerGPU && !w.GPUs.Whole() {
+			continue
+		}
+		step := resource.MilliGPU(resource.PerGPU)
+		if w.GPUs < step {
+			step = 100 // a share of a GPU: a share a tenth larger or smaller
+		}
+		for _, d := range []resource.MilliGPU{step, -step} {
+			if w.GPUs+d < 1 || (w.GPUs < resource.PerGPU && w.GPUs+d >= resource.PerGPU) {
+				continue
+			}
+			c := *w
+			c.Name = workload.ID(fmt.Sprintf("%s-s%d", w.Name, d))
+			c.GPUs += d
+			c.SubmittedAt = w.SubmittedAt.Add(time.Millisecond)
+			sized = append(sized, &c)
+		}
+	}
+	in.Workloads = append(slices.Clip(in.Workloads), sized...)
+	got, _ := json.Marshal(Schedule(in))
+	in.Options.noSearchMemo = true
+	want, _ := json.Marshal(Schedule(in))
+	if !bytes.Equal(want, got) {
+		return fmt.Errorf("plan with the search memos differs:\nwith:    %s\nwithout: %s", got, want)
 	}
 	return nil
 }

@@ -190,6 +190,9 @@ type snapshot struct {
 	// eviction count at the time (see hopeless).
 	failed    map[hopelessKey]int
 	evictions int
+	// reach remembers, per claim class and pool, the most a node could
+	// offer a victim search (reachMemo).
+	reach map[reachKey]reachMemo
 
 	// placed counts the claims placed this cycle; repeats holds the last
 	// pending decision per repeatKey with the count it was made at.
