@@ -479,6 +479,12 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 	if len(s.runStamp) < len(s.run) {
 		s.runStamp = make([]uint32, len(s.run))
 	}
+	key, memo := s.blockKeyOf(cl, true)
+	if memo && s.blockOutOfReach(key, cl.w.Replicas) {
+		return "", nil, false
+	}
+	record := memo && len(s.journal) == 0
+	most := -1
 	var nodes []int
 	var vs []victim
 	for _, b := range s.blockOrder {
@@ -507,6 +513,13 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 		if len(vs) == 0 || len(nodes) == 0 {
 			continue
 		}
+		if cl.mg == nil {
+			n := s.slotBound(cl, nodes, vs)
+			most = max(most, n)
+			if n < cl.w.Replicas {
+				continue
+			}
+		}
 		a := s.newArea(cl, nodes)
 		s.sortVictims(vs)
 		chosen := a.choose(vs, cl.w.Replicas)
@@ -517,10 +530,85 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 			best, bestCost, bestSet, found = b, c, append([]victim(nil), chosen...), true
 		}
 	}
+	if record {
+		s.blockReach[key] = reachMemo{evictions: s.evictions, most: int32(most)}
+	}
 	if !found {
 		return "", nil, false
 	}
 	return best, s.evictFor(cl, bestSet), true
+}
+
+// blockKey is what a gang's block searches depend on, for their memos
+// (blockReach): the victims it may take (reachKey, pool unused; zero for
+// pickBlock's search without preemption), its pools and a replica's GPUs.
+type blockKey struct {
+	victims reachKey
+	pools   [4]int32
+	count   int
+	perGPU  int32
+	preempt bool
+}
+
+// blockKeyOf is cl's blockKey; false when its searches keep no memo (a
+// MIG claim, more than four pools, or the memos turned off).
+func (s *snapshot) blockKeyOf(cl *claim, preempt bool) (blockKey, bool) {
+	k := blockKey{pools: [4]int32{-1, -1, -1, -1}, count: cl.count, perGPU: cl.perGPU, preempt: preempt}
+	if cl.mg != nil || len(cl.pools) > len(k.pools) || s.in.Options.noSearchMemo || cl.w.Running != nil {
+		return k, false
+	}
+	for j, pi := range cl.pools {
+		k.pools[j] = int32(pi)
+	}
+	if preempt {
+		k.victims = s.reachKeyOf(cl, -1)
+	}
+	if s.blockReach == nil {
+		s.blockReach = map[blockKey]reachMemo{}
+	}
+	return k, true
+}
+
+// blockOutOfReach reports whether the search keyed k is known to find no
+// block that could hold replicas: its memo, recorded since the last
+// eviction, bounds every block's replicas below that (slotBound).
+func (s *snapshot) blockOutOfReach(k blockKey, replicas int) bool {
+	m, ok := s.blockReach[k]
+	return ok && m.evictions == s.evictions && int(m.most) < replicas
+}
+
+// slotBound is an upper bound on the replicas of cl (not a MIG claim)
+// that the block's nodes could hold once all of vs were evicted: per node,
+// its free milli plus what the victims hold there, over a replica's milli.
+// A replica needs its GPUs on one node, so no node holds more.
+func (s *snapshot) slotBound(cl *claim, nodes []int, vs []victim) int {
+	if s.boundPos == nil {
+		s.boundPos = make([]int32, len(s.nodes))
+	}
+	acc := s.boundAcc[:0]
+	for p, i := range nodes {
+		s.boundPos[i] = int32(p + 1)
+		var f int32
+		for _, x := range s.nodes[i].free {
+			f += x
+		}
+		acc = append(acc, f)
+	}
+	for _, v := range vs {
+		for _, rep := range s.replicas[v.run] {
+			if p := s.boundPos[rep.node]; p > 0 {
+				acc[p-1] += rep.milli * int32(len(rep.gpus))
+			}
+		}
+	}
+	need := cl.perGPU * int32(cl.count)
+	n := 0
+	for p, i := range nodes {
+		n += int(acc[p] / need)
+		s.boundPos[i] = 0
+	}
+	s.boundAcc = acc
+	return n
 }
 
 // evictFor evicts the chosen victims (journaled) and describes them.

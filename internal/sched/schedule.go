@@ -1411,25 +1411,50 @@ func slots(free []int32, perGPU int32, count int) int {
 // pickBlock chooses the block for a gang without preemption: among blocks
 // that hold it, the one left with the fewest free slots (best fit), first
 // in fleet order on ties.
+//
+// Its memo (blockReach, since the last eviction) keeps the most replicas
+// any block's free GPUs could hold, CPU, memory and holds aside: a claim
+// of more replicas skips the search.
 func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
+	key, memo := s.blockKeyOf(cl, false)
+	if memo && s.blockOutOfReach(key, cl.w.Replicas) {
+		return "", false
+	}
+	most := 0
 	best, bestLeft := fleet.BlockID(""), int(1<<62)
 	for _, b := range s.blockOrder {
 		nodes := s.blocks[b]
 		if len(nodes) == 0 || s.nodes[nodes[0]].node.Region != cl.cand.region {
 			continue
 		}
-		total := 0
+		total, room := 0, 0
 		for _, i := range nodes {
 			if !s.inPools(cl, i) {
 				continue
 			}
 			total += s.replicasNow(cl, i)
+			if memo {
+				room += gpuSlots(cl, &s.nodes[i])
+			}
 		}
+		most = max(most, room)
 		if total >= cl.w.Replicas && total-cl.w.Replicas < bestLeft {
 			best, bestLeft = b, total-cl.w.Replicas
 		}
 	}
+	if memo && len(s.journal) == 0 {
+		s.blockReach[key] = reachMemo{evictions: s.evictions, most: int32(min(most, 1<<30))}
+	}
 	return best, best != ""
+}
+
+// gpuSlots is the replicas of cl (not a MIG claim) node ns's free GPUs
+// could hold: replicasNow before the node predicate, CPU and memory.
+func gpuSlots(cl *claim, ns *nodeState) int {
+	if cl.perGPU == resource.PerGPU {
+		return ns.whole / cl.count
+	}
+	return slots(ns.free, cl.perGPU, cl.count)
 }
 
 // noFit says in at why a claim that passed admission could not be placed.

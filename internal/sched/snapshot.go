@@ -193,6 +193,11 @@ type snapshot struct {
 	// reach remembers, per claim class and pool, the most a node could
 	// offer a victim search (reachMemo).
 	reach map[reachKey]reachMemo
+	// blockReach is the same for a gang's block searches (blockKey);
+	// boundPos and boundAcc are slotBound's scratch.
+	blockReach map[blockKey]reachMemo
+	boundPos   []int32
+	boundAcc   []int32
 
 	// placed counts the claims placed this cycle; repeats holds the last
 	// pending decision per repeatKey with the count it was made at.
