@@ -369,11 +369,10 @@ func (a *area) choose(vs []victim, need int) []victim {
 // eviction, evicts the victims and returns the node, or -1.
 func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
 	need := cl.perGPU * int32(cl.count)
-	memo := cl.w.Running == nil && !s.in.Options.noSearchMemo
-	if memo && s.outOfReach(cl, need) {
-		return -1, nil
+	record := cl.w.Running == nil && !s.in.Options.noSearchMemo && len(s.journal) == 0
+	if record && s.reach == nil {
+		s.reach = map[reachKey]reachMemo{}
 	}
-	record := memo && len(s.journal) == 0
 	best, bestCost := -1, cost{}
 	var bestSet []victim
 	var vs []victim
@@ -453,13 +452,14 @@ func (s *snapshot) reachKeyOf(cl *claim, pi int) reachKey {
 		overrun: s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w), pool: pi}
 }
 
-// outOfReach reports whether a search of preemptNode for cl is known to
-// fail: in each of its pools, no node offers need milli (reachMemo).
-func (s *snapshot) outOfReach(cl *claim, need int32) bool {
-	if s.reach == nil {
-		s.reach = map[reachKey]reachMemo{}
+// outOfReach reports whether preemptNode's search for cl is known to
+// fail: in each of its pools, no node offers a replica's milli
+// (reachMemo).
+func (s *snapshot) outOfReach(cl *claim) bool {
+	if s.reach == nil || cl.w.Running != nil || s.in.Options.noSearchMemo {
 		return false
 	}
+	need := cl.perGPU * int32(cl.count)
 	for _, pi := range cl.pools {
 		m, ok := s.reach[s.reachKeyOf(cl, pi)]
 		if !ok || m.evictions != s.evictions || m.most >= need {
@@ -480,9 +480,6 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 		s.runStamp = make([]uint32, len(s.run))
 	}
 	key, memo := s.blockKeyOf(cl, true)
-	if memo && s.blockOutOfReach(key, cl.w.Replicas) {
-		return "", nil, false
-	}
 	record := memo && len(s.journal) == 0
 	most := -1
 	var nodes []int
@@ -569,12 +566,17 @@ func (s *snapshot) blockKeyOf(cl *claim, preempt bool) (blockKey, bool) {
 	return k, true
 }
 
-// blockOutOfReach reports whether the search keyed k is known to find no
-// block that could hold replicas: its memo, recorded since the last
-// eviction, bounds every block's replicas below that (slotBound).
-func (s *snapshot) blockOutOfReach(k blockKey, replicas int) bool {
+// blockOutOfReach reports whether cl's block search (with preemption or
+// without) is known to find no block that could hold its replicas: the
+// memo, recorded since the last eviction, bounds every block's replicas
+// below that (slotBound, gpuSlots).
+func (s *snapshot) blockOutOfReach(cl *claim, preempt bool) bool {
+	k, ok := s.blockKeyOf(cl, preempt)
+	if !ok {
+		return false
+	}
 	m, ok := s.blockReach[k]
-	return ok && m.evictions == s.evictions && int(m.most) < replicas
+	return ok && m.evictions == s.evictions && int(m.most) < cl.w.Replicas
 }
 
 // slotBound is an upper bound on the replicas of cl (not a MIG claim)

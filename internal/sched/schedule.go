@@ -1101,7 +1101,7 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 	var victims []Preemption
 	if cl.w.Gang() && cl.w.Replicas > 1 {
 		block, ok := s.pickBlock(cl)
-		if !ok && preempt && !s.knownHopeless(cl) {
+		if !ok && preempt && !s.blockOutOfReach(cl, true) && !s.knownHopeless(cl) {
 			block, victims, ok = s.preemptBlock(cl)
 			if !ok {
 				s.hopeless(cl)
@@ -1128,7 +1128,9 @@ func (s *snapshot) place(cl *claim, preempt bool, plan *Plan) bool {
 			} else {
 				i = s.bestNode(cl)
 			}
-			if i < 0 && preempt && (r > 0 || !s.knownHopeless(cl)) {
+			// Known failures are skipped: those out of reach (cheaply
+			// told, so first) and earlier searches' (hopeless).
+			if i < 0 && preempt && !s.outOfReach(cl) && (r > 0 || !s.knownHopeless(cl)) {
 				var vs []Preemption
 				i, vs = s.preemptNode(cl)
 				victims = append(victims, vs...)
@@ -1416,10 +1418,10 @@ func slots(free []int32, perGPU int32, count int) int {
 // any block's free GPUs could hold, CPU, memory and holds aside: a claim
 // of more replicas skips the search.
 func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
-	key, memo := s.blockKeyOf(cl, false)
-	if memo && s.blockOutOfReach(key, cl.w.Replicas) {
+	if s.blockOutOfReach(cl, false) {
 		return "", false
 	}
+	key, memo := s.blockKeyOf(cl, false)
 	most := 0
 	best, bestLeft := fleet.BlockID(""), int(1<<62)
 	for _, b := range s.blockOrder {
