@@ -480,15 +480,17 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 		s.runStamp = make([]uint32, len(s.run))
 	}
 	key, memo := s.blockKeyOf(cl, true)
-	record := memo && len(s.journal) == 0
-	most := -1
+	known := s.validBlockMemo(key, memo)
+	record := s.recordBlockMemo(key, memo, cl.cand.region)
 	var nodes []int
 	var vs []victim
-	for _, b := range s.blockOrder {
-		all := s.blocks[b]
-		if len(all) == 0 || s.nodes[all[0]].node.Region != cl.cand.region {
+	for bj, bi := range s.regionBlocks[cl.cand.region] {
+		if known != nil && int(known.per[bj]) < cl.w.Replicas {
+			record.keep(bj, known.per[bj])
 			continue
 		}
+		b, all := s.blockOrder[bi], s.blockNodes[bi]
+		record.keep(bj, -1)
 		nodes = nodes[:0]
 		vs = vs[:0]
 		s.stamp++
@@ -512,7 +514,7 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 		}
 		if cl.mg == nil {
 			n := s.slotBound(cl, nodes, vs)
-			most = max(most, n)
+			record.keep(bj, int32(min(n, 1<<30)))
 			if n < cl.w.Replicas {
 				continue
 			}
@@ -526,9 +528,6 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 		if c := s.costOf(chosen); !found || c.less(bestCost) {
 			best, bestCost, bestSet, found = b, c, append([]victim(nil), chosen...), true
 		}
-	}
-	if record {
-		s.blockReach[key] = reachMemo{evictions: s.evictions, most: int32(most)}
 	}
 	if !found {
 		return "", nil, false
@@ -561,22 +560,70 @@ func (s *snapshot) blockKeyOf(cl *claim, preempt bool) (blockKey, bool) {
 		k.victims = s.reachKeyOf(cl, -1)
 	}
 	if s.blockReach == nil {
-		s.blockReach = map[blockKey]reachMemo{}
+		s.blockReach = map[blockKey]*blockMemo{}
 	}
 	return k, true
 }
 
+// blockMemo is, for a blockKey, an upper bound per block of the region
+// (regionBlocks order) on the replicas a search could fit there: with
+// preemption, slotBound over the block's allowed victims (-1: none, or
+// not in the claim's pools); without, the replicas its free GPUs hold
+// (gpuSlots). most is their maximum. Like reachMemo it holds until the
+// next eviction.
+type blockMemo struct {
+	evictions int
+	most      int32
+	per       []int32
+}
+
+// keep records block bj's bound (a nil memo records nothing).
+func (m *blockMemo) keep(bj int, n int32) {
+	if m != nil {
+		m.per[bj] = n
+		m.most = max(m.most, n)
+	}
+}
+
+// validBlockMemo is key's memo when one holds (nil otherwise).
+func (s *snapshot) validBlockMemo(key blockKey, memo bool) *blockMemo {
+	if !memo {
+		return nil
+	}
+	if m := s.blockReach[key]; m != nil && m.evictions == s.evictions {
+		return m
+	}
+	return nil
+}
+
+// recordBlockMemo is a fresh memo for key to record a search into, stored
+// in place of the old one; nil while the snapshot holds tentative changes
+// (a rollback could give back capacity after it was recorded).
+func (s *snapshot) recordBlockMemo(key blockKey, memo bool, region string) *blockMemo {
+	if !memo || len(s.journal) > 0 {
+		return nil
+	}
+	n := len(s.regionBlocks[region])
+	m := s.blockReach[key]
+	if m == nil || len(m.per) != n {
+		m = &blockMemo{per: make([]int32, n)}
+		s.blockReach[key] = m
+	}
+	// A memo still valid is read while the new one is written: block by
+	// block, the new bound is written after the old is read.
+	m.evictions, m.most = s.evictions, -1
+	return m
+}
+
 // blockOutOfReach reports whether cl's block search (with preemption or
-// without) is known to find no block that could hold its replicas: the
-// memo, recorded since the last eviction, bounds every block's replicas
-// below that (slotBound, gpuSlots).
+// without) is known to find no block that could hold its replicas.
 func (s *snapshot) blockOutOfReach(cl *claim, preempt bool) bool {
 	k, ok := s.blockKeyOf(cl, preempt)
 	if !ok {
 		return false
 	}
-	m, ok := s.blockReach[k]
-	return ok && m.evictions == s.evictions && int(m.most) < cl.w.Replicas
+	m := s.validBlockMemo(k, true)
+	return m != nil && int(m.most) < cl.w.Replicas
 }
 
 // slotBound is an upper bound on the replicas of cl (not a MIG claim)

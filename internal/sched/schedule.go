@@ -1422,13 +1422,15 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 		return "", false
 	}
 	key, memo := s.blockKeyOf(cl, false)
-	most := 0
+	known := s.validBlockMemo(key, memo)
+	record := s.recordBlockMemo(key, memo, cl.cand.region)
 	best, bestLeft := fleet.BlockID(""), int(1<<62)
-	for _, b := range s.blockOrder {
-		nodes := s.blocks[b]
-		if len(nodes) == 0 || s.nodes[nodes[0]].node.Region != cl.cand.region {
+	for bj, bi := range s.regionBlocks[cl.cand.region] {
+		if known != nil && int(known.per[bj]) < cl.w.Replicas {
+			record.keep(bj, known.per[bj])
 			continue
 		}
+		b, nodes := s.blockOrder[bi], s.blockNodes[bi]
 		total, room := 0, 0
 		for _, i := range nodes {
 			if !s.inPools(cl, i) {
@@ -1439,13 +1441,10 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 				room += gpuSlots(cl, &s.nodes[i])
 			}
 		}
-		most = max(most, room)
+		record.keep(bj, int32(min(room, 1<<30)))
 		if total >= cl.w.Replicas && total-cl.w.Replicas < bestLeft {
 			best, bestLeft = b, total-cl.w.Replicas
 		}
-	}
-	if memo && len(s.journal) == 0 {
-		s.blockReach[key] = reachMemo{evictions: s.evictions, most: int32(min(most, 1<<30))}
 	}
 	return best, best != ""
 }

@@ -102,6 +102,11 @@ type skeleton struct {
 	regionModel map[tenancy.Key][]int
 	blocks      map[fleet.BlockID][]int
 	blockOrder  []fleet.BlockID
+	// regionBlocks lists, per region, its blocks (blockOrder indices, in
+	// that order; a block's region is its first node's); blockNodes are
+	// the nodes of each block, by blockOrder index.
+	regionBlocks map[string][]int32
+	blockNodes   [][]int
 }
 
 func keyFor(in *Input) cacheKey {
@@ -184,6 +189,7 @@ func (s *snapshot) instantiate(sk *skeleton) {
 	}
 	s.poolIdx, s.regionModel = sk.poolIdx, sk.regionModel
 	s.blocks, s.blockOrder = sk.blocks, sk.blockOrder
+	s.regionBlocks, s.blockNodes = sk.regionBlocks, sk.blockNodes
 }
 
 // buildSkeleton splits pools by PoolLabel when byLabel (poolConstrained).
@@ -307,6 +313,16 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 	s.backing = backing
 	if anyMIG {
 		s.layouts = make([]uint8, len(backing))
+	}
+	s.regionBlocks = map[string][]int32{}
+	s.blockNodes = make([][]int, len(s.blockOrder))
+	for bi, b := range s.blockOrder {
+		nodes := s.blocks[b]
+		s.blockNodes[bi] = nodes
+		if len(nodes) > 0 {
+			r := s.nodes[nodes[0]].node.Region
+			s.regionBlocks[r] = append(s.regionBlocks[r], int32(bi))
+		}
 	}
 	return s
 }

@@ -155,6 +155,10 @@ type snapshot struct {
 	regionModel map[tenancy.Key][]int
 	blocks      map[fleet.BlockID][]int // node indices per block
 	blockOrder  []fleet.BlockID
+	// regionBlocks and blockNodes index blocks by region and blockOrder
+	// index (skeleton).
+	regionBlocks map[string][]int32
+	blockNodes   [][]int
 
 	tree  *tenancy.Tree
 	usage tenancy.Ledger // usage[tenant][entry]: running work, outside reservations
@@ -195,7 +199,7 @@ type snapshot struct {
 	reach map[reachKey]reachMemo
 	// blockReach is the same for a gang's block searches (blockKey);
 	// boundPos and boundAcc are slotBound's scratch.
-	blockReach map[blockKey]reachMemo
+	blockReach map[blockKey]*blockMemo
 	boundPos   []int32
 	boundAcc   []int32
 
