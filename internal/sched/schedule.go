@@ -125,10 +125,20 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 // classes lists the remembered pending decisions by example name (see
 // Plan.Classes). Nothing was placed, so every one was made in the
 // cycle's initial state.
+//
+// The decisions are each key's last (repeatKey): those made with the
+// workload's class known are kept per class (shapes.last, one class per
+// key holds one), others in the map. Every decision of the pending loop
+// knows its class, so no key is in both.
 func (s *snapshot) classes() []Class {
 	out := make([]Class, 0, len(s.repeats))
 	for _, r := range s.repeats {
 		out = append(out, Class{Example: r.w, Pending: r.p})
+	}
+	for _, r := range s.shapes.last {
+		if r != nil {
+			out = append(out, Class{Example: r.w, Pending: r.p})
+		}
 	}
 	slices.SortFunc(out, func(a, b Class) int { return strings.Compare(string(a.Example.Name), string(b.Example.Name)) })
 	return out
@@ -670,17 +680,19 @@ func (s *snapshot) remember(w *workload.Workload, p Pending) {
 	if s.timed() {
 		r.tc = s.timeClass(w)
 	}
-	s.repeats[repeatKeyOf(w)] = r
-	s.lastRepeat = r
-	if id := s.shape - 1; id >= 0 {
-		// The key's other classes lose their last decision: it is no
-		// longer the key's last.
-		sh := &s.shapes
-		for c := sh.head[id]; c >= 0; c = sh.next[c] {
-			sh.last[c] = nil
-		}
-		sh.last[id] = r
+	id := s.shape - 1
+	if id < 0 {
+		s.repeats[repeatKeyOf(w)] = r
+		s.lastRepeat = r
+		return
 	}
+	// With its class known, the key's last decision is kept per class
+	// (not hashed into the map): the key's other classes lose theirs.
+	sh := &s.shapes
+	for c := sh.head[id]; c >= 0; c = sh.next[c] {
+		sh.last[c] = nil
+	}
+	sh.last[id] = r
 }
 
 // scheduleOne decides w: placed (true) or pending with a reason (false).
