@@ -416,8 +416,8 @@ func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
 				best, bestCost, bestSet = i, c, chosen
 			}
 		}
-		if record {
-			s.reach[s.reachKeyOf(cl, pi)] = reachMemo{evictions: s.evictions, most: most}
+		if k, ok := s.reachKeyOf(cl, pi); ok && record {
+			s.reach[k] = reachMemo{evictions: s.evictions, most: most}
 		}
 	}
 	if best < 0 {
@@ -427,13 +427,29 @@ func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
 }
 
 // reachKey is what allowed's answers for a claim depend on, besides the
-// run: claims that agree on it, in one pool, may evict the same runs.
-type reachKey struct {
-	tenant                 int
-	cover                  int32
-	prio                   workload.Priority
-	onRes, within, overrun bool
-	pool                   int
+// run: claims that agree on it, in one pool, may evict the same runs. It
+// packs the claim's tenant, cover, priority, whether it claims its own
+// reservation, is within its guarantee and may evict overrunning work, and
+// the pool into one word (a map of words hashes fast); ok is false when a
+// field is beyond its bits (no memo then).
+type reachKey uint64
+
+func (s *snapshot) reachKeyOf(cl *claim, pi int) (reachKey, bool) {
+	const bits16 = 1<<16 - 1
+	if cl.tenant > bits16 || int(cl.cover)+1 > bits16 || pi+1 > bits16 || cl.w.Priority < 0 || cl.w.Priority > 15 {
+		return 0, false
+	}
+	k := uint64(cl.tenant) | uint64(cl.cover+1)<<16 | uint64(pi+1)<<32 | uint64(cl.w.Priority)<<48
+	if cl.onRes >= 0 {
+		k |= 1 << 52
+	}
+	if cl.within {
+		k |= 1 << 53
+	}
+	if s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w) {
+		k |= 1 << 54
+	}
+	return reachKey(k), true
 }
 
 // reachMemo is, for a reachKey, the most milli one node of the pool could
@@ -447,11 +463,6 @@ type reachMemo struct {
 	most      int32
 }
 
-func (s *snapshot) reachKeyOf(cl *claim, pi int) reachKey {
-	return reachKey{tenant: cl.tenant, cover: cl.cover, prio: cl.w.Priority, onRes: cl.onRes >= 0, within: cl.within,
-		overrun: s.in.Options.Planning.PreemptOverrun && s.planSlot(cl.w), pool: pi}
-}
-
 // outOfReach reports whether preemptNode's search for cl is known to
 // fail: in each of its pools, no node offers a replica's milli
 // (reachMemo).
@@ -461,7 +472,11 @@ func (s *snapshot) outOfReach(cl *claim) bool {
 	}
 	need := cl.perGPU * int32(cl.count)
 	for _, pi := range cl.pools {
-		m, ok := s.reach[s.reachKeyOf(cl, pi)]
+		k, ok := s.reachKeyOf(cl, pi)
+		if !ok {
+			return false
+		}
+		m, ok := s.reach[k]
 		if !ok || m.evictions != s.evictions || m.most >= need {
 			return false
 		}
@@ -539,7 +554,7 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 // (blockReach): the victims it may take (reachKey, pool unused; zero for
 // pickBlock's search without preemption), its pools and a replica's GPUs.
 type blockKey struct {
-	victims reachKey
+	victims reachKey // 0 for pickBlock
 	pools   [4]int32
 	count   int
 	perGPU  int32
@@ -557,7 +572,10 @@ func (s *snapshot) blockKeyOf(cl *claim, preempt bool) (blockKey, bool) {
 		k.pools[j] = int32(pi)
 	}
 	if preempt {
-		k.victims = s.reachKeyOf(cl, -1)
+		var ok bool
+		if k.victims, ok = s.reachKeyOf(cl, -1); !ok {
+			return k, false
+		}
 	}
 	if s.blockReach == nil {
 		s.blockReach = map[blockKey]*blockMemo{}
