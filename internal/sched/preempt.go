@@ -417,7 +417,7 @@ func (s *snapshot) preemptNode(cl *claim) (int, []Preemption) {
 			}
 		}
 		if k, ok := s.reachKeyOf(cl, pi); ok && record {
-			s.reach[k] = reachMemo{evictions: s.evictions, most: most}
+			s.reach[k] = reachMemo{evictions: s.evictionsIn(pi), most: most}
 		}
 	}
 	if best < 0 {
@@ -454,10 +454,12 @@ func (s *snapshot) reachKeyOf(cl *claim, pi int) (reachKey, bool) {
 
 // reachMemo is, for a reachKey, the most milli one node of the pool could
 // offer a replica (its free GPUs plus what allowed victims hold there;
-// -1: no node has a victim), with the eviction count it was found at.
-// Until the next eviction it stays an upper bound: placements only take
-// free GPUs and add no victims, and a rolled-back attempt gives back only
-// what it took after the memo was recorded at a committed state.
+// -1: no node has a victim), with the pool's eviction count it was found
+// at. Until the next eviction in the pool it stays an upper bound:
+// placements only take free GPUs and add no victims, an eviction
+// elsewhere changes nothing here (victims are classified once a cycle,
+// evicting one only removes it), and a rolled-back attempt gives back
+// only what it took after the memo was recorded at a committed state.
 type reachMemo struct {
 	evictions int
 	most      int32
@@ -477,7 +479,7 @@ func (s *snapshot) outOfReach(cl *claim) bool {
 			return false
 		}
 		m, ok := s.reach[k]
-		if !ok || m.evictions != s.evictions || m.most >= need {
+		if !ok || m.evictions != s.evictionsIn(pi) || m.most >= need {
 			return false
 		}
 	}
@@ -500,12 +502,12 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 	var nodes []int
 	var vs []victim
 	for bj, bi := range s.regionBlocks[cl.cand.region] {
-		if known != nil && int(known.per[bj]) < cl.w.Replicas {
-			record.keep(bj, known.per[bj])
+		if s.below(known, bj, bi, cl.w.Replicas) {
+			s.keep(record, bj, bi, known.per[bj])
 			continue
 		}
 		b, all := s.blockOrder[bi], s.blockNodes[bi]
-		record.keep(bj, -1)
+		s.keep(record, bj, bi, -1)
 		nodes = nodes[:0]
 		vs = vs[:0]
 		s.stamp++
@@ -529,7 +531,7 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 		}
 		if cl.mg == nil {
 			n := s.slotBound(cl, nodes, vs)
-			record.keep(bj, int32(min(n, 1<<30)))
+			s.keep(record, bj, bi, int32(min(n, 1<<30)))
 			if n < cl.w.Replicas {
 				continue
 			}
@@ -587,31 +589,57 @@ func (s *snapshot) blockKeyOf(cl *claim, preempt bool) (blockKey, bool) {
 // (regionBlocks order) on the replicas a search could fit there: with
 // preemption, slotBound over the block's allowed victims (-1: none, or
 // not in the claim's pools); without, the replicas its free GPUs hold
-// (gpuSlots). most is their maximum. Like reachMemo it holds until the
-// next eviction.
+// (gpuSlots). Like reachMemo, a block's bound holds until an eviction
+// there (at: the block's eviction count when it was found); most, their
+// maximum, until any eviction.
 type blockMemo struct {
 	evictions int
 	most      int32
 	per       []int32
+	at        []uint32
 }
 
-// keep records block bj's bound (a nil memo records nothing).
-func (m *blockMemo) keep(bj int, n int32) {
+// keep records the bound of block bj (blockOrder index bi); a nil memo
+// records nothing.
+func (s *snapshot) keep(m *blockMemo, bj int, bi int32, n int32) {
 	if m != nil {
-		m.per[bj] = n
+		m.per[bj], m.at[bj] = n, s.blockEvictions[bi]
 		m.most = max(m.most, n)
 	}
 }
 
-// validBlockMemo is key's memo when one holds (nil otherwise).
+// below reports whether m bounds block bj (blockOrder index bi) below
+// replicas.
+func (s *snapshot) below(m *blockMemo, bj int, bi int32, replicas int) bool {
+	return m != nil && m.at[bj] == s.blockEvictions[bi] && int(m.per[bj]) < replicas
+}
+
+// validBlockMemo is key's memo, if any (nil otherwise).
 func (s *snapshot) validBlockMemo(key blockKey, memo bool) *blockMemo {
 	if !memo {
 		return nil
 	}
-	if m := s.blockReach[key]; m != nil && m.evictions == s.evictions {
-		return m
+	return s.blockReach[key]
+}
+
+// evictedOn counts an eviction that gave capacity back on node i.
+func (s *snapshot) evictedOn(i int) {
+	if s.blockEvictions == nil {
+		s.blockEvictions = make([]uint32, len(s.blockOrder))
+		s.poolEvictions = make([]int, len(s.pools))
 	}
-	return nil
+	s.blockEvictions[s.blockOfNode[i]]++
+	if p := s.nodes[i].pool; p >= 0 {
+		s.poolEvictions[p]++
+	}
+}
+
+// evictionsIn is pool pi's eviction count.
+func (s *snapshot) evictionsIn(pi int) int {
+	if s.poolEvictions == nil {
+		return 0
+	}
+	return s.poolEvictions[pi]
 }
 
 // recordBlockMemo is a fresh memo for key to record a search into, stored
@@ -624,8 +652,12 @@ func (s *snapshot) recordBlockMemo(key blockKey, memo bool, region string) *bloc
 	n := len(s.regionBlocks[region])
 	m := s.blockReach[key]
 	if m == nil || len(m.per) != n {
-		m = &blockMemo{per: make([]int32, n)}
+		m = &blockMemo{per: make([]int32, n), at: make([]uint32, n)}
 		s.blockReach[key] = m
+	}
+	if s.blockEvictions == nil {
+		s.blockEvictions = make([]uint32, len(s.blockOrder))
+		s.poolEvictions = make([]int, len(s.pools))
 	}
 	// A memo still valid is read while the new one is written: block by
 	// block, the new bound is written after the old is read.
@@ -641,7 +673,7 @@ func (s *snapshot) blockOutOfReach(cl *claim, preempt bool) bool {
 		return false
 	}
 	m := s.validBlockMemo(k, true)
-	return m != nil && int(m.most) < cl.w.Replicas
+	return m != nil && m.evictions == s.evictions && int(m.most) < cl.w.Replicas
 }
 
 // slotBound is an upper bound on the replicas of cl (not a MIG claim)

@@ -246,6 +246,7 @@ func (s *snapshot) evict(i int) {
 	s.journal = append(s.journal, change{op: opEvict, run: i})
 	for _, rep := range s.replicas[i] {
 		s.give(rep.node, rep.gpus, rep.milli, rep.mask, r.w.CPU, r.w.Memory)
+		s.evictedOn(rep.node)
 	}
 	if len(r.entries) > 0 {
 		s.refundJ(r.entries, r.total)
@@ -1438,8 +1439,8 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 	record := s.recordBlockMemo(key, memo, cl.cand.region)
 	best, bestLeft := fleet.BlockID(""), int(1<<62)
 	for bj, bi := range s.regionBlocks[cl.cand.region] {
-		if known != nil && int(known.per[bj]) < cl.w.Replicas {
-			record.keep(bj, known.per[bj])
+		if s.below(known, bj, bi, cl.w.Replicas) {
+			s.keep(record, bj, bi, known.per[bj])
 			continue
 		}
 		b, nodes := s.blockOrder[bi], s.blockNodes[bi]
@@ -1453,7 +1454,7 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 				room += gpuSlots(cl, &s.nodes[i])
 			}
 		}
-		record.keep(bj, int32(min(room, 1<<30)))
+		s.keep(record, bj, bi, int32(min(room, 1<<30)))
 		if total >= cl.w.Replicas && total-cl.w.Replicas < bestLeft {
 			best, bestLeft = b, total-cl.w.Replicas
 		}

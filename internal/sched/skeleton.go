@@ -107,6 +107,7 @@ type skeleton struct {
 	// the nodes of each block, by blockOrder index.
 	regionBlocks map[string][]int32
 	blockNodes   [][]int
+	nodeBlock    []int32 // per node, its block's blockOrder index
 }
 
 func keyFor(in *Input) cacheKey {
@@ -189,7 +190,7 @@ func (s *snapshot) instantiate(sk *skeleton) {
 	}
 	s.poolIdx, s.regionModel = sk.poolIdx, sk.regionModel
 	s.blocks, s.blockOrder = sk.blocks, sk.blockOrder
-	s.regionBlocks, s.blockNodes = sk.regionBlocks, sk.blockNodes
+	s.regionBlocks, s.blockNodes, s.blockOfNode = sk.regionBlocks, sk.blockNodes, sk.nodeBlock
 }
 
 // buildSkeleton splits pools by PoolLabel when byLabel (poolConstrained).
@@ -316,9 +317,13 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 	}
 	s.regionBlocks = map[string][]int32{}
 	s.blockNodes = make([][]int, len(s.blockOrder))
+	s.nodeBlock = make([]int32, len(s.nodes))
 	for bi, b := range s.blockOrder {
 		nodes := s.blocks[b]
 		s.blockNodes[bi] = nodes
+		for _, i := range nodes {
+			s.nodeBlock[i] = int32(bi)
+		}
 		if len(nodes) > 0 {
 			r := s.nodes[nodes[0]].node.Region
 			s.regionBlocks[r] = append(s.regionBlocks[r], int32(bi))

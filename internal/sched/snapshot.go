@@ -159,6 +159,7 @@ type snapshot struct {
 	// index (skeleton).
 	regionBlocks map[string][]int32
 	blockNodes   [][]int
+	blockOfNode  []int32
 
 	tree  *tenancy.Tree
 	usage tenancy.Ledger // usage[tenant][entry]: running work, outside reservations
@@ -200,8 +201,13 @@ type snapshot struct {
 	// blockReach is the same for a gang's block searches (blockKey);
 	// boundPos and boundAcc are slotBound's scratch.
 	blockReach map[blockKey]*blockMemo
-	boundPos   []int32
-	boundAcc   []int32
+	// poolEvictions and blockEvictions count, per pool and per block
+	// (blockOrder index), the evictions that gave capacity back there: a
+	// memo's bound for one stays true until its count moves.
+	poolEvictions  []int
+	blockEvictions []uint32
+	boundPos       []int32
+	boundAcc       []int32
 
 	// placed counts the claims placed this cycle; repeats holds the last
 	// pending decision per repeatKey with the count it was made at.
