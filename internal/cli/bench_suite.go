@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/arbiterhq/arbiter/internal/openb"
 	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/sched/schedbench"
 	"github.com/arbiterhq/arbiter/internal/sim"
@@ -88,15 +89,60 @@ func suiteCases() []suiteCase {
 			}, nil
 		}
 	}
+	mixed := func() (func() error, error) {
+		m, err := schedbench.NewMixed(10000, 200_000, 1)
+		if err != nil {
+			return nil, err
+		}
+		in := sched.Input{Now: schedbench.T0, Fleet: m.Fleet, Tenants: m.Tenants, Workloads: append(slices.Clip(m.Running), m.Pending...)}
+		in.Options.Planning = sched.DefaultPlanning()
+		in.Options.TerseReasons = true
+		return func() error { sched.Schedule(in); return nil }, nil
+	}
+	replay := func() (func() error, error) {
+		c, err := openb.LoadCluster(DefaultOpenBTraceDir)
+		if err != nil {
+			return nil, skipCase(fmt.Sprintf("no openb trace at %s (run from the repository root, beside ../shared)", DefaultOpenBTraceDir), err)
+		}
+		w, err := openb.LoadWorkload(DefaultOpenBTraceDir, "default")
+		if err != nil {
+			return nil, err
+		}
+		return func() error { _, err := openb.Run(c, w, "fgd", 42); return err }, nil
+	}
 	return []suiteCase{
 		{Name: "sched/nodes=1000/single-gpu", Short: true, What: "cycle placing 8,000 one-GPU workloads on 1,000 empty nodes", setup: cycle(1000, singleGPU)},
 		{Name: "sched/nodes=1000/gang-256-preempt", Short: true, What: "cycle placing a 32 × 8-GPU gang by preemption on 1,000 full nodes", setup: cycle(1000, preempt)},
 		{Name: "sched/nodes=10000/single-gpu", What: "cycle placing 80,000 one-GPU workloads on 10,000 empty nodes", setup: cycle(10000, singleGPU)},
 		{Name: "sched/nodes=10000/gang-256-preempt", What: "cycle placing a 32 × 8-GPU gang by preemption on 10,000 full nodes", setup: cycle(10000, preempt)},
 		{Name: "sched/nodes=10000/backfill", What: "cycle planning 20 gangs over 100,000 pending (BenchmarkSchedule's backfill)", setup: cycle(10000, backfill)},
+		{Name: "sched/nodes=10000/mixed-200k", What: "cycle from scratch over BenchmarkScheduleMixed's 200,000 mixed pending workloads on 10,000 nodes", setup: mixed},
 		{Name: "sim/hybrid/1d", Short: true, What: "arbiter sim --strategies hybrid --days 1 (embedded scenario, seed 1)", setup: simRun("hybrid", 1)},
 		{Name: "sim/dynamic/3d", What: "arbiter sim --strategies dynamic --days 3 (embedded scenario, seed 1)", setup: simRun("dynamic", 3)},
+		{Name: "openb/default/fgd", Short: true, What: "arbiter bench openb --workload default --policy fgd --seeds 42 (one replay of the Alibaba openb trace)", setup: replay},
 	}
+}
+
+// errSkip marks a case that cannot run here (its data is missing): the
+// suite says so and goes on without it.
+type errSkip struct {
+	why string
+	err error
+}
+
+func (e *errSkip) Error() string { return e.why + ": " + e.err.Error() }
+func (e *errSkip) Unwrap() error { return e.err }
+
+func skipCase(why string, err error) error { return &errSkip{why: why, err: err} }
+
+// skipped reports (on stderr) whether err says case c cannot run here.
+func skipped(stderr io.Writer, c suiteCase, err error) bool {
+	var skip *errSkip
+	if errors.As(err, &skip) {
+		fmt.Fprintf(stderr, "%s: skipped: %s\n", c.Name, skip.why)
+		return true
+	}
+	return false
 }
 
 // SuiteResult is one case's measurement: each sample is the wall time of
@@ -232,6 +278,9 @@ func runSuite(stdout, stderr io.Writer, f suiteFlags) error {
 	default:
 		for _, c := range cases {
 			r, err := measure(stderr, c, f.count)
+			if skipped(stderr, c, err) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -295,7 +344,7 @@ func selectCases(f suiteFlags) ([]suiteCase, error) {
 func measure(stderr io.Writer, c suiteCase, count int) (SuiteResult, error) {
 	op, err := c.setup()
 	if err != nil {
-		return SuiteResult{}, fmt.Errorf("bench suite: %s: %w", c.Name, err)
+		return SuiteResult{}, fmt.Errorf("bench suite: %s: %w", c.Name, err) // errSkip stays visible to errors.As
 	}
 	if err := op(); err != nil { // warm-up
 		return SuiteResult{}, fmt.Errorf("bench suite: %s: %w", c.Name, err)
@@ -407,6 +456,9 @@ func sideBySide(stderr io.Writer, cases []suiteCase, f suiteFlags, other string)
 	var results []SuiteResult
 	for _, c := range cases {
 		op, err := c.setup()
+		if skipped(stderr, c, err) {
+			continue
+		}
 		if err == nil {
 			err = op() // warm-up, as the other build's process does
 		}

@@ -160,3 +160,26 @@ func FuzzReadSuite(f *testing.F) {
 		}
 	})
 }
+
+// The openb replay case runs from the repository root, where the trace
+// is (beside ../shared); from a folder without it the case is skipped,
+// saying why, and the suite goes on.
+func TestBenchSuiteOpenB(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, DefaultOpenBTraceDir)); err != nil {
+		t.Skipf("no openb trace beside the checkout: %v", err)
+	}
+	t.Chdir(root)
+	rep, errs, code := suiteJSON(t, "--case", "openb/default/fgd,"+suiteCase1, "--count", "1")
+	if code != 0 || len(rep.Results) != 2 || rep.Results[0].Name != "openb/default/fgd" || rep.Results[0].Median <= 0 {
+		t.Fatalf("exit %d, %+v (%s)", code, rep.Results, errs)
+	}
+	t.Chdir(t.TempDir())
+	rep, errs, code = suiteJSON(t, "--case", "openb/default/fgd,"+suiteCase1, "--count", "1")
+	if code != 0 || len(rep.Results) != 1 || rep.Results[0].Name != suiteCase1 || !strings.Contains(errs, "openb/default/fgd: skipped: no openb trace") {
+		t.Fatalf("without the trace: exit %d, %+v (%s)", code, rep.Results, errs)
+	}
+}
