@@ -161,12 +161,18 @@ func benchServer(b *testing.B) (*client.Client, func()) {
 
 // benchEnv is a running benchmark server and a tenant's credentials.
 type benchEnv struct {
-	cl         *client.Client
+	cl, admin  *client.Client
 	url, token string
 	done       func()
 }
 
 func benchServerWith(b *testing.B) benchEnv {
+	return benchServerFrom(b, benchConfig, "acme", api.WorkloadSpec{Name: "warmup", GPUs: 1000, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}})
+}
+
+// benchServerFrom is benchServerWith serving config cfg, the client
+// tenant's, after submitting warm.
+func benchServerFrom(b *testing.B, cfg, tenant string, warm api.WorkloadSpec) benchEnv {
 	ctx, cancel := context.WithCancel(context.Background())
 	// ARBITER_BENCH_BATCH_DELAY is serve's --batch-delay (default 1ms, as
 	// serve's).
@@ -183,7 +189,7 @@ func benchServerWith(b *testing.B) benchEnv {
 	} else if st, err = store.OpenBolt(filepath.Join(b.TempDir(), "arbiter.db"), &store.BoltOptions{MaxBatchDelay: delay, MinBatchSize: minBatch}); err != nil {
 		b.Fatal(err)
 	}
-	c, err := config.Parse("bench.yaml", []byte(benchConfig))
+	c, err := config.Parse("bench.yaml", []byte(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -217,6 +223,7 @@ func benchServerWith(b *testing.B) benchEnv {
 			n := m.Histogram.GetSampleCount()
 			b.ReportMetric(float64(n), "cycles")
 			b.ReportMetric(testutil.ToFloat64(s.metrics.quietCycles), "quiet-cycles")
+			b.ReportMetric(testutil.ToFloat64(s.metrics.conflicts), "stale-plans")
 			b.ReportMetric(m.Histogram.GetSampleSum()*1000/float64(n), "ms/cycle")
 		}
 		var cw dto.Metric
@@ -237,18 +244,18 @@ func benchServerWith(b *testing.B) benchEnv {
 		}
 	}
 	admin := client.New(hs.URL, testAdmin)
-	tok, err := admin.CreateToken(ctx, "acme", "bench")
+	tok, err := admin.CreateToken(ctx, tenant, "bench")
 	if err != nil {
 		done()
 		b.Fatal(err)
 	}
 	cl := client.New(hs.URL, tok.Secret)
 	// The work is real: one submission goes through and is stored.
-	if _, err := cl.Submit(ctx, "acme", api.WorkloadSpec{Name: "warmup", GPUs: 1000, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}); err != nil {
+	if _, err := cl.Submit(ctx, tenant, warm); err != nil {
 		done()
 		b.Fatal(err)
 	}
-	return benchEnv{cl: cl, url: hs.URL, token: tok.Secret, done: done}
+	return benchEnv{cl: cl, admin: admin, url: hs.URL, token: tok.Secret, done: done}
 }
 
 // benchStore selects the store benchServerWith opens: "" (bbolt) or

@@ -3,6 +3,7 @@ package schedbench
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -38,6 +39,10 @@ type Mixed struct {
 	rng     *rand.Rand
 	leaves  []string
 	seq     int
+	// spec and tenants are what Fleet and Tenants were built from
+	// (Config writes them).
+	spec    fleet.Spec
+	tenants []tenancy.TenantSpec
 }
 
 var (
@@ -83,7 +88,7 @@ func NewMixed(n, pending int, seed uint64) (*Mixed, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Fleet = f
+	m.Fleet, m.spec = f, spec
 	var specs []tenancy.TenantSpec
 	for o := range 5 {
 		org := fmt.Sprintf("org%d", o)
@@ -108,6 +113,7 @@ func NewMixed(n, pending int, seed uint64) (*Mixed, error) {
 	if m.Tenants, err = tenancy.NewTree(specs); err != nil {
 		return nil, err
 	}
+	m.tenants = specs
 	m.fill()
 	m.Pending = m.Draw(pending)
 	return m, nil
@@ -200,4 +206,46 @@ func (m *Mixed) fill() {
 			free -= g
 		}
 	}
+}
+
+// Config is the mixed world's fleet and tenants as an Arbiter config file
+// (every tenant may submit every priority class), for a server to serve:
+// the server-level benchmarks submit Draw's workloads to it.
+func (m *Mixed) Config() string {
+	var b strings.Builder
+	b.WriteString("fleet:\n  regions:\n")
+	for _, r := range m.spec.Regions {
+		fmt.Fprintf(&b, "    - name: %s\n      zones:\n", r.Name)
+		for _, z := range r.Zones {
+			fmt.Fprintf(&b, "        - name: %q\n          blocks:\n", z.Name)
+			for _, bl := range z.Blocks {
+				fmt.Fprintf(&b, "            - name: %s\n              nodes:\n", bl.Name)
+				for _, g := range bl.Nodes {
+					fmt.Fprintf(&b, "                - {sku: %s, count: %d", g.SKU, g.Count)
+					if v, ok := g.Labels["pool"]; ok {
+						fmt.Fprintf(&b, ", labels: {pool: %s}", v)
+					}
+					b.WriteString("}\n")
+				}
+			}
+		}
+	}
+	b.WriteString("tenants:\n")
+	for _, t := range m.tenants {
+		fmt.Fprintf(&b, "  - name: %s\n    allowed_priorities: [critical, high, normal, low, spot]\n", t.Name)
+		if t.Parent != "" {
+			fmt.Fprintf(&b, "    parent: %s\n", t.Parent)
+		}
+		if len(t.Quota) > 0 {
+			b.WriteString("    quota:\n")
+		}
+		for _, q := range t.Quota {
+			fmt.Fprintf(&b, "      - {flavor: %s, region: %s, guaranteed: %d", q.Flavor, q.Region, q.Guaranteed.WholeGPUs())
+			if q.Limit != nil {
+				fmt.Fprintf(&b, ", limit: %d", q.Limit.WholeGPUs())
+			}
+			b.WriteString("}\n")
+		}
+	}
+	return b.String()
 }

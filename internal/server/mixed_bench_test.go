@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/client"
+	"github.com/arbiterhq/arbiter/internal/loadgen"
+	"github.com/arbiterhq/arbiter/internal/sched/schedbench"
+	"github.com/arbiterhq/arbiter/internal/workload"
+)
+
+// BenchmarkSubmitMixed is issue 19's server-level benchmark: the mixed
+// queue's workloads (schedbench.Mixed's distribution: 50 tenants, 1-8
+// GPUs and milli-GPU, replicas, gangs of 16-256 GPUs, 5 priorities, 1-2
+// flavors, 1-3 regions, a pool constraint on a tenth) submitted by their
+// tenants at ARBITER_BENCH_RATE a second (default 1,000; open loop) to a
+// real server on loopback with the scheduler loop running, over the mixed
+// world's fleet of ARBITER_BENCH_NODES nodes (default 1,000, empty at the
+// start) and bbolt. After the last submission it waits until a listing
+// of every workload shows no change in what runs, then reports, over the
+// workloads placed, submit-to-placement (the server's submitted_at to the
+// cycle's started_at) p50/p99/max, how many were placed, and the
+// submissions' own latency.
+//
+//	go test ./internal/server -run XXX -bench SubmitMixed -benchtime 5000x
+func BenchmarkSubmitMixed(b *testing.B) {
+	rate := 1000.0
+	if r, err := strconv.ParseFloat(os.Getenv("ARBITER_BENCH_RATE"), 64); err == nil && r > 0 {
+		rate = r
+	}
+	nodes := 1000
+	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_NODES")); err == nil && n > 0 {
+		nodes = n
+	}
+	m, err := schedbench.NewMixed(nodes, 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws := m.Draw(b.N)
+	e := benchServerFrom(b, m.Config(), ws[0].Tenant, api.WorkloadSpec{Name: "warmup", GPUs: 100, Flavors: []string{"A100-80G", "H100-80G", "T4", "A100-40G"}, Regions: []string{"eastus", "westus2", "centralus"}})
+	defer e.done()
+	ctx := context.Background()
+	clients := map[string]*client.Client{}
+	for _, w := range ws {
+		if clients[w.Tenant] == nil {
+			tok, err := e.admin.CreateToken(ctx, w.Tenant, "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			clients[w.Tenant] = client.New(e.url, tok.Secret)
+		}
+	}
+	specs := make([]api.WorkloadSpec, len(ws))
+	for i, w := range ws {
+		specs[i] = specOf(w)
+	}
+	b.ResetTimer()
+	r := loadgen.OpenLoop(rate, b.N, benchClients(), func(i int) error {
+		_, err := clients[ws[i].Tenant].Submit(ctx, ws[i].Tenant, specs[i])
+		return err
+	})
+	// Until what runs stops changing: polls, to measure, not to assert.
+	var all []api.Workload
+	last := -1
+	for settled := 0; settled < 3; {
+		time.Sleep(200 * time.Millisecond)
+		if all, err = e.admin.Workloads(ctx, "", ""); err != nil {
+			b.Fatal(err)
+		}
+		running := 0
+		for _, w := range all {
+			if w.Running != nil {
+				running++
+			}
+		}
+		if running == last {
+			settled++
+		} else {
+			settled, last = 0, running
+		}
+	}
+	b.StopTimer()
+	var placed []time.Duration
+	for _, w := range all {
+		if w.Running != nil && w.Name != "warmup" {
+			placed = append(placed, max(0, w.Running.StartedAt.Sub(w.SubmittedAt)))
+		}
+	}
+	if len(placed) == 0 {
+		b.Fatal("nothing was placed")
+	}
+	slices.Sort(placed)
+	pct := func(p float64) float64 {
+		return float64(placed[min(len(placed)-1, int(p*float64(len(placed))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(rate, "offered/s")
+	b.ReportMetric(float64(len(placed)), "placed")
+	b.ReportMetric(pct(0.50), "place-p50-ms")
+	b.ReportMetric(pct(0.99), "place-p99-ms")
+	b.ReportMetric(float64(placed[len(placed)-1].Microseconds())/1000, "place-max-ms")
+	reportLatency(b, r.Latency, r.Failed, r.Elapsed)
+}
+
+// specOf is the submission of w's spec.
+func specOf(w *workload.Workload) api.WorkloadSpec {
+	s := api.WorkloadSpec{Name: string(w.Name), Priority: w.Priority.String(), Preemptible: w.Preemptible, GPUs: api.GPUs(w.GPUs),
+		Replicas: w.Replicas, Pools: w.Pools, Labels: w.Labels,
+		ExpectedRuntime: api.Duration(w.ExpectedRuntime), CheckpointInterval: api.Duration(w.CheckpointInterval)}
+	if w.Topology == workload.TopologySameBlock {
+		s.Topology = w.Topology.String()
+	}
+	for _, f := range w.Flavors {
+		s.Flavors = append(s.Flavors, string(f))
+	}
+	s.Regions = w.Regions
+	return s
+}
