@@ -26,6 +26,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/loadgen"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -197,8 +198,9 @@ func benchServerFrom(b *testing.B, cfg, tenant string, warm api.WorkloadSpec) be
 		b.Fatal(err)
 	}
 	s, err := New(ctx, Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler),
-		Limits:  config.Limits{WorkloadsQueued: 10_000_000, QueuedBytes: 1 << 40}, // one tenant queues everything
-		Cluster: clusterOrNil(member)})
+		Limits:     config.Limits{WorkloadsQueued: 10_000_000, QueuedBytes: 1 << 40}, // one tenant queues everything
+		Cluster:    clusterOrNil(member),
+		Scheduling: benchScheduling})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -257,6 +259,10 @@ func benchServerFrom(b *testing.B, cfg, tenant string, warm api.WorkloadSpec) be
 	}
 	return benchEnv{cl: cl, admin: admin, url: hs.URL, token: tok.Secret, done: done}
 }
+
+// benchScheduling are the bench server's scheduler options (zero: the
+// server's defaults).
+var benchScheduling sched.Options
 
 // benchStore selects the store benchServerWith opens: "" (bbolt) or
 // "etcd" (a real 3-member etcd cluster on loopback, this server its

@@ -11,6 +11,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/loadgen"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/sched/schedbench"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -43,6 +44,11 @@ func BenchmarkSubmitMixed(b *testing.B) {
 		b.Fatal(err)
 	}
 	ws := m.Draw(b.N)
+	if os.Getenv("ARBITER_BENCH_NOPLAN") != "" {
+		// Without planned starts (and the capacity they hold for gangs).
+		benchScheduling = sched.Options{Planning: NoPlanning()}
+		defer func() { benchScheduling = sched.Options{} }()
+	}
 	e := benchServerFrom(b, m.Config(), ws[0].Tenant, api.WorkloadSpec{Name: "warmup", GPUs: 100, Flavors: []string{"A100-80G", "H100-80G", "T4", "A100-40G"}, Regions: []string{"eastus", "westus2", "centralus"}})
 	defer e.done()
 	ctx := context.Background()
