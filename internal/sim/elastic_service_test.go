@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -198,5 +199,28 @@ func TestElasticServingExample(t *testing.T) {
 	}
 	if most <= 2 || !shrunk {
 		t.Errorf("chat grew to at most %d replicas, shrunk for a claim %v: want growth above min 2 and a reclaim", most, shrunk)
+	}
+}
+
+// TestScaleServiceBounds: Scale multiplies a service's replica bounds with
+// its load, the max never below the scaled min (a min scaled past an
+// unscaled max made an elastic service's bounds invalid at --scale 10).
+func TestScaleServiceBounds(t *testing.T) {
+	data, err := os.ReadFile("../../examples/scenarios/elastic-serving.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ParseScenario("elastic-serving.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []float64{0.1, 1, 10} {
+		c := sc.Scale(f)
+		for i, sv := range c.Services {
+			orig := sc.Services[i]
+			if orig.MaxReplicas > 0 && (sv.MaxReplicas < sv.MinReplicas || sv.MaxReplicas != max(sv.MinReplicas, int(math.Round(float64(orig.MaxReplicas)*f)))) {
+				t.Errorf("scale %g: %s: replicas %d..%d from %d..%d", f, sv.Name, sv.MinReplicas, sv.MaxReplicas, orig.MinReplicas, orig.MaxReplicas)
+			}
+		}
 	}
 }

@@ -359,8 +359,9 @@ func decodeScenario(file string, data []byte) (_ *Scenario, decodeErr error, _ y
 }
 
 // Scale returns a copy of the scenario with f times the machines in every
-// node group (at least one) and f times the arrival rates, one-off counts
-// and inference load: the same contention at another size.
+// node group (at least one) and f times the arrival rates, one-off counts,
+// inference load and services' replica bounds: the same contention at
+// another size.
 func (s *Scenario) Scale(f float64) *Scenario {
 	c := *s
 	c.Fleet.Regions = make([]fleet.RegionSpec, len(s.Fleet.Regions))
@@ -390,6 +391,10 @@ func (s *Scenario) Scale(f float64) *Scenario {
 	for i := range c.Services {
 		c.Services[i].Scale *= f
 		c.Services[i].MinReplicas = max(1, int(math.Round(float64(c.Services[i].MinReplicas)*f)))
+		if m := c.Services[i].MaxReplicas; m > 0 {
+			// The bound scales with the load, never below the scaled min.
+			c.Services[i].MaxReplicas = max(c.Services[i].MinReplicas, int(math.Round(float64(m)*f)))
+		}
 	}
 	c.Reservations = append([]tenancy.Reservation(nil), s.Reservations...)
 	for i := range c.Reservations {
