@@ -187,7 +187,7 @@ type snapshot struct {
 	// (mayHaveVictims); nil until the first search.
 	victimBounds []nodeVictims
 	poolVictims  [][]int   // per pool, victimNodes; nil until asked
-	blockerSlab  []Blocker // keepBlockers
+	blockerSlab  []Blocker // pending decisions' blockers (scheduleOne)
 
 	journal []change // undo log for what-if changes
 
@@ -288,7 +288,6 @@ type snapshot struct {
 
 	// Scratch space.
 	cands     []candidate
-	reasons   []Blocker
 	stamp     uint32
 	runStamp  []uint32
 	areaLocal []int32

@@ -162,6 +162,7 @@ func benchServer(b *testing.B) (*client.Client, func()) {
 
 // benchEnv is a running benchmark server and a tenant's credentials.
 type benchEnv struct {
+	srv        *Server
 	cl, admin  *client.Client
 	url, token string
 	done       func()
@@ -257,7 +258,7 @@ func benchServerFrom(b *testing.B, cfg, tenant string, warm api.WorkloadSpec) be
 		done()
 		b.Fatal(err)
 	}
-	return benchEnv{cl: cl, admin: admin, url: hs.URL, token: tok.Secret, done: done}
+	return benchEnv{srv: s, cl: cl, admin: admin, url: hs.URL, token: tok.Secret, done: done}
 }
 
 // benchScheduling are the bench server's scheduler options (zero: the
