@@ -1424,9 +1424,10 @@ func slots(free []int32, perGPU int32, count int) int {
 // that hold it, the one left with the fewest free slots (best fit), first
 // in fleet order on ties.
 //
-// Its memo (blockReach, since the last eviction) keeps the most replicas
-// any block's free GPUs could hold, CPU, memory and holds aside: a claim
-// of more replicas skips the search.
+// Its memo (blockReach) keeps, per block, the most replicas the block's
+// free GPUs could hold, CPU, memory and holds aside, until an eviction
+// there: blocks below a claim's replicas are skipped, and a claim above
+// every block skips the search.
 func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 	if s.blockOutOfReach(cl, false) {
 		return "", false
