@@ -28,9 +28,10 @@ import (
 // world's fleet of ARBITER_BENCH_NODES nodes (default 1,000, empty at the
 // start) and bbolt. After the last submission it waits until the server's
 // count of first placements stops moving for half a second, then lists
-// every workload once and reports, over the workloads placed, submit-to-placement (the server's submitted_at to the
-// cycle's started_at) p50/p99/max, how many were placed, and the
-// submissions' own latency.
+// every workload once and reports, over the workloads placed,
+// submit-to-placement (the server's submitted_at to the cycle's
+// started_at) p50/p99/max, how many were placed, and the submissions' own
+// latency. ARBITER_BENCH_NOPLAN turns planned starts off.
 //
 //	go test ./internal/server -run XXX -bench SubmitMixed -benchtime 5000x
 func BenchmarkSubmitMixed(b *testing.B) {
