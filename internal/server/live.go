@@ -37,6 +37,45 @@ type liveCache struct {
 	freshMu sync.Mutex
 	fresh   map[string]*store.Workload
 	handed  int // offered workloads taken (tests)
+
+	// fleet is the last nodes and fleet loadWorldWith built (fleetAt).
+	fleetMu sync.Mutex
+	fleet   cachedFleet
+}
+
+// cachedFleet is a world's nodes part as built at node revision rev with
+// catalog cat. Its values are shared by every world that takes them and
+// never changed.
+type cachedFleet struct {
+	rev            int64
+	cat            *fleet.Catalog
+	nodes          []*store.Node
+	fleet          *fleet.Fleet
+	down, cordoned []fleet.NodeID
+}
+
+// fleetAt returns the kept nodes part when it was built at node revision
+// rev with catalog cat (a nil cache keeps none).
+func (c *liveCache) fleetAt(rev int64, cat *fleet.Catalog) (cachedFleet, bool) {
+	if c == nil {
+		return cachedFleet{}, false
+	}
+	c.fleetMu.Lock()
+	defer c.fleetMu.Unlock()
+	f := c.fleet
+	return f, f.fleet != nil && f.rev == rev && f.cat == cat
+}
+
+// keepFleet keeps f, unless a newer one is kept already.
+func (c *liveCache) keepFleet(f cachedFleet) {
+	if c == nil {
+		return
+	}
+	c.fleetMu.Lock()
+	defer c.fleetMu.Unlock()
+	if c.fleet.fleet == nil || f.rev >= c.fleet.rev {
+		c.fleet = f
+	}
 }
 
 // offer hands the cache a workload exactly as committed (the caller must

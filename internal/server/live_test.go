@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -81,5 +82,61 @@ func TestLiveCacheMatchesFullRead(t *testing.T) {
 	}
 	if h.s.live.handed == 0 {
 		t.Fatal("no submission was taken from the handler; the test checked only decoded copies")
+	}
+}
+
+// TestWorldFleetCache: worlds read while no node changed share one fleet
+// (the spot market and the core see the same one); a node cordoned, or
+// a catalog swapped, gives the next world a fleet built anew, equal to
+// what a read without the cache builds.
+func TestWorldFleetCache(t *testing.T) {
+	h := newHarness(t, testConfig, Options{RateLimit: -1})
+	read := func(cache *liveCache) *world {
+		t.Helper()
+		var w *world
+		if err := h.st.View(h.ctx, func(tx store.ReadTx) error {
+			var err error
+			w, err = loadWorldWith(tx, h.s.cat.Load(), false, cache)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	same := func(got, want *world) {
+		t.Helper()
+		if len(got.Fleet.Nodes) != len(want.Fleet.Nodes) || !reflect.DeepEqual(got.Down, want.Down) || !reflect.DeepEqual(got.Cordoned, want.Cordoned) || len(got.Nodes) != len(want.Nodes) {
+			t.Fatalf("cached world: %d nodes, down %v, cordoned %v; read anew: %d, %v, %v", len(got.Fleet.Nodes), got.Down, got.Cordoned, len(want.Fleet.Nodes), want.Down, want.Cordoned)
+		}
+		for i, n := range got.Fleet.Nodes {
+			if m := want.Fleet.Nodes[i]; n.ID != m.ID || n.Model != m.Model || n.Block != m.Block {
+				t.Fatalf("node %d: %s %s %s, read anew %s %s %s", i, n.ID, n.Model, n.Block, m.ID, m.Model, m.Block)
+			}
+		}
+	}
+	a, b := read(&h.s.live), read(&h.s.live)
+	if a.Fleet != b.Fleet || len(a.Fleet.Nodes) == 0 {
+		t.Fatalf("two reads without a node change built two fleets (%p, %p)", a.Fleet, b.Fleet)
+	}
+	same(b, read(nil))
+	id := a.Fleet.Nodes[0].ID
+	if err := h.st.Update(h.ctx, func(tx store.WriteTx) error {
+		n, err := store.Get[store.Node](tx, string(id))
+		if err != nil {
+			return err
+		}
+		n.Cordoned = true
+		return store.Put(tx, n, store.Any)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := read(&h.s.live)
+	if c.Fleet == a.Fleet || len(c.Cordoned) != 1 || c.Cordoned[0] != id {
+		t.Fatalf("after cordoning %s: the same fleet %v, cordoned %v", id, c.Fleet == a.Fleet, c.Cordoned)
+	}
+	same(c, read(nil))
+	h.s.cat.Store(fleet.Builtin())
+	if d := read(&h.s.live); d.Fleet == c.Fleet {
+		t.Fatal("a new catalog kept the old fleet")
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -60,34 +61,22 @@ func loadWorld(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool) (*world,
 	return loadWorldWith(tx, cat, withWorkloads, nil)
 }
 
-// loadWorldWith reads live workloads through the cache when one is given.
+// loadWorldWith reads live workloads through the cache when one is given,
+// and the nodes and the fleet built from them through its copy of the last
+// ones read while no node changed (their kind's revision) under the same
+// catalog: a world's nodes, fleet and node lists are shared read-only.
 func loadWorldWith(tx store.ReadTx, cat *fleet.Catalog, withWorkloads bool, cache *liveCache) (*world, error) {
 	w := &world{Revision: tx.Revision(), Catalog: cat}
+	rev := tx.KindRevision(store.KindNode)
+	if f, ok := cache.fleetAt(rev, cat); ok {
+		w.Nodes, w.Fleet, w.Down, w.Cordoned = f.nodes, f.fleet, f.down, f.cordoned
+	} else {
+		if err := loadFleet(tx, cat, w); err != nil {
+			return nil, err
+		}
+		cache.keepFleet(cachedFleet{rev: rev, cat: cat, nodes: w.Nodes, fleet: w.Fleet, down: w.Down, cordoned: w.Cordoned})
+	}
 	var err error
-	if w.Nodes, err = store.List[store.Node](tx, ""); err != nil {
-		return nil, err
-	}
-	sort.SliceStable(w.Nodes, func(i, j int) bool { return w.Nodes[i].Seq < w.Nodes[j].Seq })
-	var nodes []*fleet.Node
-	for _, n := range w.Nodes {
-		sku, ok := cat.SKU(n.SKU)
-		if !ok {
-			continue // registered with an SKU the catalog no longer knows
-		}
-		nodes = append(nodes, &fleet.Node{
-			ID: n.ID, Region: n.Region, Zone: n.Zone, Block: n.Block, SKU: sku, Model: sku.Model,
-			GPUs: sku.GPUs, CPU: resource.MilliCPU(sku.VCPUs) * 1000, Memory: resource.MiB(sku.MemoryGiB) * 1024,
-			Labels: n.Labels,
-		})
-		if n.Down || n.Drained {
-			w.Down = append(w.Down, n.ID)
-		} else if n.Cordoned {
-			w.Cordoned = append(w.Cordoned, n.ID)
-		}
-	}
-	if w.Fleet, err = fleet.FromNodes(cat, nodes); err != nil {
-		return nil, err
-	}
 	if w.Tenants, err = store.List[store.Tenant](tx, ""); err != nil {
 		return nil, err
 	}
@@ -266,4 +255,35 @@ func partitionNodes(f *fleet.Fleet, p *store.Partition) []fleet.NodeID {
 		}
 	}
 	return append(ids, p.Nodes...)
+}
+
+// loadFleet reads the nodes into w, in registration order, and builds the
+// fleet and the lists of down and cordoned nodes from them.
+func loadFleet(tx store.ReadTx, cat *fleet.Catalog, w *world) error {
+	var err error
+	if w.Nodes, err = store.List[store.Node](tx, ""); err != nil {
+		return err
+	}
+	sort.SliceStable(w.Nodes, func(i, j int) bool { return w.Nodes[i].Seq < w.Nodes[j].Seq })
+	var nodes []*fleet.Node
+	for _, n := range w.Nodes {
+		sku, ok := cat.SKU(n.SKU)
+		if !ok {
+			continue // registered with an SKU the catalog no longer knows
+		}
+		nodes = append(nodes, &fleet.Node{
+			ID: n.ID, Region: n.Region, Zone: n.Zone, Block: n.Block, SKU: sku, Model: sku.Model,
+			GPUs: sku.GPUs, CPU: resource.MilliCPU(sku.VCPUs) * 1000, Memory: resource.MiB(sku.MemoryGiB) * 1024,
+			Labels: n.Labels,
+		})
+		if n.Down || n.Drained {
+			w.Down = append(w.Down, n.ID)
+		} else if n.Cordoned {
+			w.Cordoned = append(w.Cordoned, n.ID)
+		}
+	}
+	// Clipped: a caller that appends to a shared list copies it.
+	w.Down, w.Cordoned = slices.Clip(w.Down), slices.Clip(w.Cordoned)
+	w.Fleet, err = fleet.FromNodes(cat, nodes)
+	return err
 }
