@@ -635,13 +635,9 @@ func (a *Agent) watch(p *proc) {
 		a.mu.Lock()
 		delete(a.procs, p.task.ReplicaRef)
 		a.mu.Unlock()
-		sig := "SIGTERM"
-		if p.mark.Killed {
-			sig = "SIGKILL"
-		}
+		sig, msg := fencedReport(p)
 		a.log.Warn("replica fenced: the node's lease ended", "workload", p.task.Workload, "replica", p.task.Replica, "signal", sig)
-		a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Signal: sig,
-			Message: fmt.Sprintf("fenced: the node's lease ended before a heartbeat renewed it; stopped with %s (grace %v), code %d", sig, time.Duration(p.task.GracePeriod), p.code)})
+		a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Signal: sig, Message: msg})
 		return
 	}
 	a.mu.Lock()
@@ -650,6 +646,16 @@ func (a *Agent) watch(p *proc) {
 	a.mu.Unlock()
 	a.log.Info("replica exited", "workload", p.task.Workload, "replica", p.task.Replica, "code", p.code)
 	a.report(api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportExited, Time: time.Now(), Code: p.code})
+}
+
+// fencedReport is the signal and message of a stopped report for p, which
+// the fence stopped (p.fenced, read after p.done closed).
+func fencedReport(p *proc) (string, string) {
+	sig := "SIGTERM"
+	if p.mark.Killed {
+		sig = "SIGKILL"
+	}
+	return sig, fmt.Sprintf("fenced: the node's lease ended before a heartbeat renewed it; stopped with %s (grace %v), code %d", sig, time.Duration(p.task.GracePeriod), p.code)
 }
 
 // gpusBusy reports whether a replica being stopped still holds one of
@@ -681,7 +687,11 @@ func (a *Agent) stop(p *proc) {
 		// It had exited already; report that instead.
 		a.mu.Lock()
 		delete(a.procs, p.task.ReplicaRef)
-		a.reports = append(a.reports, api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Message: fmt.Sprintf("had exited with code %d before it was stopped", p.code)})
+		r := api.ReplicaReport{ReplicaRef: p.task.ReplicaRef, Kind: api.ReportStopped, Time: time.Now(), Code: p.code, Message: fmt.Sprintf("had exited with code %d before it was stopped", p.code)}
+		if p.fenced {
+			r.Signal, r.Message = fencedReport(p)
+		}
+		a.reports = append(a.reports, r)
 		a.mu.Unlock()
 		select {
 		case a.wake <- struct{}{}:
@@ -703,6 +713,11 @@ func (a *Agent) stop(p *proc) {
 	msg := fmt.Sprintf("exited %v after SIGTERM (grace %v), code %d", took.Round(time.Millisecond), grace, p.code)
 	if sig == "SIGKILL" {
 		msg = fmt.Sprintf("killed with SIGKILL after the grace period of %v (SIGTERM %v before)", grace, took.Round(time.Millisecond))
+	}
+	if p.fenced {
+		// The fence had stopped it already (the agent itself was stopped,
+		// by SIGSTOP say, while the fence acted): report that.
+		sig, msg = fencedReport(p)
 	}
 	a.log.Info("replica stopped", "workload", p.task.Workload, "replica", p.task.Replica, "signal", sig, "after", took.String())
 	// The report is queued in the same critical section that frees the
