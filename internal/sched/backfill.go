@@ -412,10 +412,8 @@ func (e *blockFit) keep(ver uint32, cl *claim, sig victimSig, f *planFit) {
 // touchBlock bumps the version of node i's block (blockFit): something
 // a gang fit there reads has changed.
 func (s *snapshot) touchBlock(i int) {
-	if s.nodeBlock != nil {
-		if b := s.nodeBlock[i]; b >= 0 {
-			s.blockVer[b]++
-		}
+	if s.blockVer != nil {
+		s.blockVer[s.nodeBlock[i]]++
 	}
 }
 
@@ -641,19 +639,10 @@ func (s *snapshot) initEnds() {
 	}
 	s.blockVer = sized(s.buf.blockVer, len(s.blockOrder))
 	s.blockFits = sized(s.buf.blockFits, len(s.blockOrder))
-	s.nodeBlock = sized(s.buf.nodeBlock, len(s.nodes))
-	s.buf.blockVer, s.buf.blockFits, s.buf.nodeBlock = s.blockVer, s.blockFits, s.nodeBlock
+	s.buf.blockVer, s.buf.blockFits = s.blockVer, s.blockFits
 	clear(s.blockVer)
 	for k := range s.blockFits {
 		s.blockFits[k].set = false
-	}
-	for k := range s.nodeBlock {
-		s.nodeBlock[k] = -1
-	}
-	for bi, b := range s.blockOrder {
-		for _, i := range s.blocks[b] {
-			s.nodeBlock[i] = int32(bi)
-		}
 	}
 }
 

@@ -628,7 +628,7 @@ func (s *snapshot) evictedOn(i int) {
 		s.blockEvictions = make([]uint32, len(s.blockOrder))
 		s.poolEvictions = make([]int, len(s.pools))
 	}
-	s.blockEvictions[s.blockOfNode[i]]++
+	s.blockEvictions[s.nodeBlock[i]]++
 	if p := s.nodes[i].pool; p >= 0 {
 		s.poolEvictions[p]++
 	}
@@ -672,8 +672,13 @@ func (s *snapshot) blockOutOfReach(cl *claim, preempt bool) bool {
 	if !ok {
 		return false
 	}
-	m := s.validBlockMemo(k, true)
-	return m != nil && m.evictions == s.evictions && int(m.most) < cl.w.Replicas
+	return s.validBlockMemo(k, true).allBelow(s.evictions, cl.w.Replicas)
+}
+
+// allBelow reports whether m, recorded at the snapshot's eviction count
+// evictions, bounds every block below replicas (false for a nil memo).
+func (m *blockMemo) allBelow(evictions, replicas int) bool {
+	return m != nil && m.evictions == evictions && int(m.most) < replicas
 }
 
 // slotBound is an upper bound on the replicas of cl (not a MIG claim)

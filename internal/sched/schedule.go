@@ -717,38 +717,41 @@ func (s *snapshot) scheduleOne(w *workload.Workload, plan *Plan) bool {
 	if s.in.Options.OverflowBeforePreempt && !s.in.Options.DisablePreemption {
 		passes = []bool{false, true}
 	}
-	// Each candidate's blocker is written in place in the plan's blocker
-	// array (blockerSlab, one array for many decisions' lists), not copied
-	// there afterwards; a placement takes them back.
-	start := len(s.blockerSlab)
-	if cap(s.blockerSlab)-start < len(cands) {
-		s.blockerSlab, start = make([]Blocker, 0, max(256, len(cands))), 0
-	}
+	reasons := s.reasons[:0]
+	defer func() { s.reasons = reasons[:0] }()
 	for _, preempt := range passes {
-		s.blockerSlab = s.blockerSlab[:start]
+		reasons = reasons[:0]
+		var at Blocker // written only when a candidate fails
 		for ci, c := range cands {
-			s.blockerSlab = s.blockerSlab[:len(s.blockerSlab)+1]
-			at := &s.blockerSlab[len(s.blockerSlab)-1]
-			*at = Blocker{} // a placement leaves old blockers beyond the array's length
-			if s.tryCandidate(w, t, c, preempt, plan, at) {
-				s.blockerSlab = s.blockerSlab[:start]
+			if s.tryCandidate(w, t, c, preempt, plan, &at) {
 				if ci > 0 {
 					plan.Overflow = append(plan.Overflow, Overflow{Workload: w.Name, From: cands[0].String(), To: c.String()})
 				}
 				return true
 			}
+			reasons = append(reasons, at)
 		}
 	}
-	reasons := s.blockerSlab[start:len(s.blockerSlab):len(s.blockerSlab)]
 	var p Pending
 	if len(reasons) > 0 {
-		p = Pending{Workload: w.Name, Code: reasons[0].Code, Blockers: reasons}
+		p = Pending{Workload: w.Name, Code: reasons[0].Code, Blockers: s.keepBlockers(reasons)}
 	} else {
 		p = invalid(w, Blocker{Code: ReasonInvalid, Problem: ProblemNoCandidate})
 	}
 	plan.Pending = append(plan.Pending, p)
 	s.remember(w, p)
 	return false
+}
+
+// keepBlockers copies bs into the plan's blockers: one array holds many
+// pending decisions' lists (each capped, so an append copies it).
+func (s *snapshot) keepBlockers(bs []Blocker) []Blocker {
+	if cap(s.blockerSlab)-len(s.blockerSlab) < len(bs) {
+		s.blockerSlab = make([]Blocker, 0, max(256, len(bs)))
+	}
+	n := len(s.blockerSlab)
+	s.blockerSlab = append(s.blockerSlab, bs...)
+	return s.blockerSlab[n:len(s.blockerSlab):len(s.blockerSlab)]
 }
 
 // invalid is a pending decision for a workload that cannot be placed
@@ -1429,11 +1432,11 @@ func slots(free []int32, perGPU int32, count int) int {
 // there: blocks below a claim's replicas are skipped, and a claim above
 // every block skips the search.
 func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
-	if s.blockOutOfReach(cl, false) {
-		return "", false
-	}
 	key, memo := s.blockKeyOf(cl, false)
 	known := s.validBlockMemo(key, memo)
+	if known.allBelow(s.evictions, cl.w.Replicas) {
+		return "", false
+	}
 	record := s.recordBlockMemo(key, memo, cl.cand.region)
 	best, bestLeft := fleet.BlockID(""), int(1<<62)
 	for bj, bi := range s.regionBlocks[cl.cand.region] {

@@ -48,10 +48,9 @@ type scratch struct {
 	ends     []time.Duration // planned starts
 	nodeEnds []nodeEnd       // planned starts (snapshot.ends)
 	nodeVer  []uint32        // planned starts (snapshot.nodeVer)
-	// planned gangs (snapshot.blockVer, blockFits, nodeBlock)
+	// planned gangs (snapshot.blockVer, blockFits)
 	blockVer  []uint32
 	blockFits []blockFit
-	nodeBlock []int32
 	pending   []*workload.Workload
 	// base is the last snapshot's base (base[0]) and the one before
 	// (base[1]), whose buffers the next snapshot reuses; match is
@@ -190,7 +189,7 @@ func (s *snapshot) instantiate(sk *skeleton) {
 	}
 	s.poolIdx, s.regionModel = sk.poolIdx, sk.regionModel
 	s.blocks, s.blockOrder = sk.blocks, sk.blockOrder
-	s.regionBlocks, s.blockNodes, s.blockOfNode = sk.regionBlocks, sk.blockNodes, sk.nodeBlock
+	s.regionBlocks, s.blockNodes, s.nodeBlock = sk.regionBlocks, sk.blockNodes, sk.nodeBlock
 }
 
 // buildSkeleton splits pools by PoolLabel when byLabel (poolConstrained).

@@ -156,10 +156,10 @@ type snapshot struct {
 	blocks      map[fleet.BlockID][]int // node indices per block
 	blockOrder  []fleet.BlockID
 	// regionBlocks and blockNodes index blocks by region and blockOrder
-	// index (skeleton).
+	// index, nodeBlock is each node's block index (skeleton).
 	regionBlocks map[string][]int32
 	blockNodes   [][]int
-	blockOfNode  []int32
+	nodeBlock    []int32
 
 	tree  *tenancy.Tree
 	usage tenancy.Ledger // usage[tenant][entry]: running work, outside reservations
@@ -187,7 +187,7 @@ type snapshot struct {
 	// (mayHaveVictims); nil until the first search.
 	victimBounds []nodeVictims
 	poolVictims  [][]int   // per pool, victimNodes; nil until asked
-	blockerSlab  []Blocker // pending decisions' blockers (scheduleOne)
+	blockerSlab  []Blocker // keepBlockers
 
 	journal []change // undo log for what-if changes
 
@@ -265,9 +265,8 @@ type snapshot struct {
 	// Per block (blockOrder index): a version bumped whenever anything a
 	// gang's earliest fit there reads changes (a node's GPUs, its held
 	// GPUs, what gpuEnds keeps for it), and the last gang fit found there
-	// (earliest). nodeBlock is each node's block index, -1 for none.
+	// (earliest).
 	blockVer   []uint32
-	nodeBlock  []int32
 	blockFits  []blockFit
 	slack      []int
 	fresh      []freshRep
@@ -288,6 +287,7 @@ type snapshot struct {
 
 	// Scratch space.
 	cands     []candidate
+	reasons   []Blocker
 	stamp     uint32
 	runStamp  []uint32
 	areaLocal []int32
