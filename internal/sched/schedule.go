@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"time"
@@ -383,7 +384,12 @@ func (s *snapshot) order() []*workload.Workload {
 // the repeat memo then finds a workload's class by index, not by hashing
 // its key and comparing it with the last decision's workload.
 type shapes struct {
-	ids    map[repeatKey]int32 // first class of each key
+	// ids is the first class of each key's hash (shapeSeed): the classes
+	// of one hash are chained (next) and told apart by alikeNow, so a
+	// collision costs a comparison, never a wrong class. A mixed queue
+	// has a class for every second workload, and a map of 8-byte keys
+	// grows far more cheaply than one of repeatKeys.
+	ids    map[uint64]int32
 	reps   []*workload.Workload
 	next   []int32 // next class with the same key, -1: none
 	head   []int32 // first class with the same key
@@ -413,9 +419,9 @@ func (sh *shapes) of(w *workload.Workload) int32 {
 		}
 	}
 	if sh.ids == nil {
-		sh.ids = map[repeatKey]int32{}
+		sh.ids = map[uint64]int32{}
 	}
-	k := repeatKeyOf(w)
+	k := maphash.Comparable(shapeSeed, repeatKeyOf(w))
 	id, ok := sh.ids[k]
 	if ok {
 		for ; id >= 0; id = sh.next[id] {
@@ -444,6 +450,10 @@ func (sh *shapes) of(w *workload.Workload) int32 {
 	sh.remember(n)
 	return n
 }
+
+// shapeSeed seeds the classes' key hashes: which seed does not matter,
+// classes are numbered in the order they are first met.
+var shapeSeed = maphash.MakeSeed()
 
 // remember puts class id among the recent ones, replacing the oldest.
 func (sh *shapes) remember(id int32) {
