@@ -122,6 +122,7 @@ func suiteCases() []suiteCase {
 		{Name: "sched/nodes=10000/mixed-200k", What: "cycle from scratch over BenchmarkScheduleMixed's 200,000 mixed pending workloads on 10,000 nodes", setup: mixed},
 		{Name: "sim/hybrid/1d", Short: true, What: "arbiter sim --strategies hybrid --days 1 (embedded scenario, seed 1)", setup: simRun("hybrid", 1)},
 		{Name: "sim/dynamic/3d", What: "arbiter sim --strategies dynamic --days 3 (embedded scenario, seed 1)", setup: simRun("dynamic", 3)},
+		{Name: "server/nodes=1000/submit-mixed-1000", Short: true, What: "a server on bbolt and loopback HTTP: 1,000 of the mixed queue's workloads submitted by 16 clients, then the cycle that places them (start to shutdown)", setup: serverSubmit(1000, 1000)},
 		{Name: "openb/default/fgd", Short: true, What: "arbiter bench openb --workload default --policy fgd --seeds 42 (one replay of the Alibaba openb trace)", setup: replay},
 	}
 }
@@ -215,9 +216,9 @@ func newBenchSuiteCmd() *cobra.Command {
 		Use:   "suite",
 		Short: "Run the project's benchmark set; compare with a baseline or another revision",
 		Long: `Runs the benchmark set (scheduling cycles of the core on the Go benchmarks'
-worlds, and simulator runs on the embedded scenario), each --count times after
-a warm-up run, and
-prints each case's median, min and max wall time per run in ms. -o json writes
+worlds, simulator runs on the embedded scenario, a server taking submissions
+over HTTP, and a replay of the openb trace), each --count times after a warm-up
+run, and prints each case's median, min and max wall time per run in ms. -o json writes
 one JSON document with the results, the environment and the commit.
 
 --baseline FILE compares with a stored document (ratios of medians).

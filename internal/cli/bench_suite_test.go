@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/sched/schedbench"
 )
 
 const suiteCase1 = "sched/nodes=1000/gang-256-preempt"
@@ -181,5 +185,38 @@ func TestBenchSuiteOpenB(t *testing.T) {
 	rep, errs, code = suiteJSON(t, "--case", "openb/default/fgd,"+suiteCase1, "--count", "1")
 	if code != 0 || len(rep.Results) != 1 || rep.Results[0].Name != suiteCase1 || !strings.Contains(errs, "openb/default/fgd: skipped: no openb trace") {
 		t.Fatalf("without the trace: exit %d, %+v (%s)", code, rep.Results, errs)
+	}
+}
+
+// TestBenchSuiteServer runs the server case as the suite does (a real
+// server, submissions over HTTP, one cycle), once: it places work or
+// fails, and a submission the server refuses fails the run.
+func TestBenchSuiteServer(t *testing.T) {
+	rep, errs, code := suiteJSON(t, "--case", "server/nodes=1000/submit-mixed-1000", "--count", "1")
+	if code != 0 || len(rep.Results) != 1 || rep.Results[0].Median <= 0 {
+		t.Fatalf("exit %d, %+v (%s)", code, rep.Results, errs)
+	}
+	op, err := serverSubmit(100, 20)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op(); err != nil {
+		t.Fatal(err)
+	}
+	// A submission the API refuses (a GPU model the fleet lacks) is the
+	// run's error, not a sample.
+	m, err := schedbench.NewMixed(100, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("mixed.yaml", []byte(m.Config()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := m.Draw(3)
+	specs := []api.WorkloadSpec{schedbench.Submission(ws[0]), schedbench.Submission(ws[1]), schedbench.Submission(ws[2])}
+	specs[1].Flavors = []string{"no-such-gpu"}
+	if err := serveOnce(cfg, ws, specs); err == nil || !strings.Contains(err.Error(), string(ws[1].Name)) {
+		t.Errorf("a refused submission: %v", err)
 	}
 }

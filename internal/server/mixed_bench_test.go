@@ -73,7 +73,7 @@ func BenchmarkSubmitMixed(b *testing.B) {
 	}
 	specs := make([]api.WorkloadSpec, len(ws))
 	for i, w := range ws {
-		specs[i] = specOf(w)
+		specs[i] = schedbench.Submission(w)
 	}
 	// Which workloads some cycle left pending: the tail of placements is
 	// either the loop's delay (placed by the first cycle that saw them:
@@ -170,21 +170,6 @@ func BenchmarkSubmitMixed(b *testing.B) {
 	b.ReportMetric(pct(fit, 0.99), "fit-p99-ms")
 	b.ReportMetric(pct(fit, 1), "fit-max-ms")
 	reportLatency(b, r.Latency, r.Failed, r.Elapsed)
-}
-
-// specOf is the submission of w's spec.
-func specOf(w *workload.Workload) api.WorkloadSpec {
-	s := api.WorkloadSpec{Name: string(w.Name), Priority: w.Priority.String(), Preemptible: w.Preemptible, GPUs: api.GPUs(w.GPUs),
-		Replicas: w.Replicas, Pools: w.Pools, Labels: w.Labels,
-		ExpectedRuntime: api.Duration(w.ExpectedRuntime), CheckpointInterval: api.Duration(w.CheckpointInterval)}
-	if w.Topology == workload.TopologySameBlock {
-		s.Topology = w.Topology.String()
-	}
-	for _, f := range w.Flavors {
-		s.Flavors = append(s.Flavors, string(f))
-	}
-	s.Regions = w.Regions
-	return s
 }
 
 // sampleCount is the number of observations in all of c's histograms.

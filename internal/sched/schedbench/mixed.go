@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
 	"github.com/arbiterhq/arbiter/internal/tenancy"
@@ -248,4 +249,19 @@ func (m *Mixed) Config() string {
 		}
 	}
 	return b.String()
+}
+
+// Submission is w's spec as a tenant submits it to the API.
+func Submission(w *workload.Workload) api.WorkloadSpec {
+	s := api.WorkloadSpec{Name: string(w.Name), Priority: w.Priority.String(), Preemptible: w.Preemptible, GPUs: api.GPUs(w.GPUs),
+		Replicas: w.Replicas, Pools: w.Pools, Labels: w.Labels,
+		ExpectedRuntime: api.Duration(w.ExpectedRuntime), CheckpointInterval: api.Duration(w.CheckpointInterval)}
+	if w.Topology == workload.TopologySameBlock {
+		s.Topology = w.Topology.String()
+	}
+	for _, f := range w.Flavors {
+		s.Flavors = append(s.Flavors, string(f))
+	}
+	s.Regions = w.Regions
+	return s
 }
