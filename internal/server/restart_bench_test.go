@@ -31,7 +31,8 @@ import (
 //
 //	ARBITER_BENCH_STORED=1000000 go test ./internal/server -run XXX -bench RestartReady -benchtime 1x
 //
-// ARBITER_BENCH_HEAPPROFILE=FILE writes the heap's profile after the first
+// ARBITER_BENCH_CPUPROFILE=FILE profiles the first restart's CPU (the fill left
+// out); ARBITER_BENCH_HEAPPROFILE=FILE writes the heap's profile after the first
 // restart's cycle.
 func BenchmarkRestartReady(b *testing.B) {
 	n := 100_000
@@ -50,6 +51,7 @@ func BenchmarkRestartReady(b *testing.B) {
 	var heap uint64
 	for i := 0; i < b.N; i++ {
 		before := heapInUse()
+		stopProfile := startCPUProfile(b, os.Getenv("ARBITER_BENCH_CPUPROFILE"), i)
 		t0 := time.Now()
 		st, err := store.OpenBolt(path, &store.BoltOptions{MaxBatchDelay: time.Millisecond})
 		if err != nil {
@@ -63,6 +65,7 @@ func BenchmarkRestartReady(b *testing.B) {
 		open += time.Since(t0)
 		s.Cycle(ctx)
 		ready += time.Since(t0)
+		stopProfile()
 		b.StopTimer()
 		if after := heapInUse(); after > before {
 			heap += after - before
@@ -80,6 +83,22 @@ func BenchmarkRestartReady(b *testing.B) {
 	b.ReportMetric(ready.Seconds()/float64(b.N), "s/ready")
 	b.ReportMetric(float64(heap)/float64(b.N)/float64(n), "heap-B/workload")
 	b.ReportMetric(float64(fi.Size())/float64(n), "disk-B/workload")
+}
+
+// startCPUProfile profiles the first restart into file, when one is
+// named (the fill before it stays out), and returns what stops it.
+func startCPUProfile(b *testing.B, file string, i int) func() {
+	if file == "" || i > 0 {
+		return func() {}
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // writeHeapProfile writes the live heap's profile to file (go tool pprof

@@ -128,48 +128,48 @@ func (t *Topology) UnmarshalYAMLScalar(s string) error {
 
 // Spec is a workload as submitted.
 type Spec struct {
-	Name        ID       `yaml:"name"`
-	Kind        Kind     `yaml:"kind"`
-	Tenant      string   `yaml:"tenant"`
-	Priority    Priority `yaml:"priority"`
-	Preemptible bool     `yaml:"preemptible"`
+	Name        ID       `yaml:"name" json:"Name,omitzero"`
+	Kind        Kind     `yaml:"kind" json:"Kind,omitzero"`
+	Tenant      string   `yaml:"tenant" json:"Tenant,omitzero"`
+	Priority    Priority `yaml:"priority" json:"Priority,omitzero"`
+	Preemptible bool     `yaml:"preemptible" json:"Preemptible,omitzero"`
 	// GPUs per replica: whole GPUs, or 1–999 milli as a share of one GPU.
-	GPUs resource.MilliGPU `yaml:"gpus"`
+	GPUs resource.MilliGPU `yaml:"gpus" json:"GPUs,omitzero"`
 	// Replicas is how many replicas run: a number, or for an elastic
 	// workload (written replicas: {min: 4, max: 32, step: 4}) its current
 	// size, Elastic.Min while it is pending (see Elastic).
-	Replicas int `yaml:"replicas,or=Elastic"`
+	Replicas int `yaml:"replicas,or=Elastic" json:"Replicas,omitzero"`
 	// Elastic, when set, bounds an elastic workload's replicas (the
 	// mapping form of replicas).
-	Elastic *Elastic `yaml:"-"`
+	Elastic *Elastic `yaml:"-" json:"Elastic,omitzero"`
 	// CPU and memory per replica; zero means "no constraint".
-	CPU    resource.MilliCPU `yaml:"cpu_milli"`
-	Memory resource.MiB      `yaml:"memory_mib"`
+	CPU    resource.MilliCPU `yaml:"cpu_milli" json:"CPU,omitzero"`
+	Memory resource.MiB      `yaml:"memory_mib" json:"Memory,omitzero"`
 	// Acceptable GPU models and regions, most preferred first.
-	Flavors []fleet.ModelID `yaml:"flavors"`
-	Regions []string        `yaml:"regions"`
+	Flavors []fleet.ModelID `yaml:"flavors" json:"Flavors,omitzero"`
+	Regions []string        `yaml:"regions" json:"Regions,omitzero"`
 	// Pools, when set, are the node pools (the nodes' "pool" label) the
 	// workload may run in; empty: any node of its flavors and regions.
-	Pools    []string `yaml:"pools"`
-	Topology Topology `yaml:"topology"`
+	Pools    []string `yaml:"pools" json:"Pools,omitzero"`
+	Topology Topology `yaml:"topology" json:"Topology,omitzero"`
 	// ExpectedRuntime is how long the workload runs when never interrupted.
-	ExpectedRuntime    time.Duration     `yaml:"expected_runtime"`
-	CheckpointInterval time.Duration     `yaml:"checkpoint_interval"`
-	GracePeriod        time.Duration     `yaml:"grace_period"`
-	Reservation        string            `yaml:"reservation"`
-	MaxPrice           float64           `yaml:"max_price"` // spot: USD per GPU-hour
-	Labels             map[string]string `yaml:"labels"`
+	ExpectedRuntime    time.Duration     `yaml:"expected_runtime" json:"ExpectedRuntime,omitzero"`
+	CheckpointInterval time.Duration     `yaml:"checkpoint_interval" json:"CheckpointInterval,omitzero"`
+	GracePeriod        time.Duration     `yaml:"grace_period" json:"GracePeriod,omitzero"`
+	Reservation        string            `yaml:"reservation" json:"Reservation,omitzero"`
+	MaxPrice           float64           `yaml:"max_price" json:"MaxPrice,omitzero"` // spot: USD per GPU-hour
+	Labels             map[string]string `yaml:"labels" json:"Labels,omitzero"`
 	// MIG, when set, is the MIG profile ("3g.40gb") of the one GPU
 	// instance each replica gets, on a GPU in MIG mode of a flavor that
 	// has the profile (internal/mig). GPUs is then the profile's share of
 	// a GPU, its memory slices out of 8 (Defaults fills it): what the
 	// replica counts against quota.
-	MIG string `yaml:"mig"`
+	MIG string `yaml:"mig" json:"MIG,omitzero"`
 	// GPUMemory, when set, is the GPU memory each of a replica's GPUs
 	// must have: only flavors whose model has at least that much are
 	// used (a share of a GPU is not memory-isolated: the model's whole
 	// memory counts). Not with MIG, whose profile fixes the memory.
-	GPUMemory resource.GPUMemory `yaml:"gpu_memory"`
+	GPUMemory resource.GPUMemory `yaml:"gpu_memory" json:"GPUMemory,omitzero"`
 }
 
 // maxMIGName bounds a MIG profile name as checked (the longest is 8).
