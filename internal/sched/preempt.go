@@ -506,13 +506,17 @@ func (s *snapshot) preemptBlock(cl *claim) (fleet.BlockID, []Preemption, bool) {
 			s.keep(record, bj, bi, known.per[bj])
 			continue
 		}
-		b, all := s.blockOrder[bi], s.blockNodes[bi]
 		s.keep(record, bj, bi, -1)
+		every, none := s.blockInPools(cl, bi)
+		if none {
+			continue
+		}
+		b, all := s.blockOrder[bi], s.blockNodes[bi]
 		nodes = nodes[:0]
 		vs = vs[:0]
 		s.stamp++
 		for _, i := range all {
-			if !s.inPools(cl, i) {
+			if !every && !s.inPools(cl, i) {
 				continue
 			}
 			nodes = append(nodes, i)

@@ -1377,6 +1377,20 @@ func (s *snapshot) bestNode(cl *claim) int {
 }
 
 // inPools reports whether node i is in one of the claim's pools.
+// blockInPools says whether all of block bi's nodes are in the claim's
+// pools (all) or none is (none); neither when its nodes are in several
+// pools, and inPools must be asked node by node.
+func (s *snapshot) blockInPools(cl *claim, bi int32) (all, none bool) {
+	p := s.blockPool[bi]
+	if p == mixedPools {
+		return false, false
+	}
+	if p >= 0 && slices.Contains(cl.pools, int(p)) {
+		return true, false
+	}
+	return false, true
+}
+
 func (s *snapshot) inPools(cl *claim, i int) bool {
 	p := s.nodes[i].pool
 	if p < 0 {
@@ -1454,10 +1468,15 @@ func (s *snapshot) pickBlock(cl *claim) (fleet.BlockID, bool) {
 			s.keep(record, bj, bi, known.per[bj])
 			continue
 		}
+		all, none := s.blockInPools(cl, bi)
+		if none {
+			s.keep(record, bj, bi, 0)
+			continue
+		}
 		b, nodes := s.blockOrder[bi], s.blockNodes[bi]
 		total, room := 0, 0
 		for _, i := range nodes {
-			if !s.inPools(cl, i) {
+			if !all && !s.inPools(cl, i) {
 				continue
 			}
 			total += s.replicasNow(cl, i)

@@ -107,7 +107,15 @@ type skeleton struct {
 	regionBlocks map[string][]int32
 	blockNodes   [][]int
 	nodeBlock    []int32 // per node, its block's blockOrder index
+	// blockPool is, per block, the pool all its nodes are in (-1: none is
+	// in a pool), or mixedPools: a gang's block searches skip a block
+	// outside the claim's pools without reading its nodes.
+	blockPool []int32
 }
+
+// mixedPools is a blockPool whose nodes are in more than one pool (or
+// some in none).
+const mixedPools = -2
 
 func keyFor(in *Input) cacheKey {
 	k := cacheKey{fleet: in.Fleet, nPartitions: len(in.Partitions), down: in.Down, cordoned: in.Cordoned, byLabel: poolConstrained(in)}
@@ -189,7 +197,7 @@ func (s *snapshot) instantiate(sk *skeleton) {
 	}
 	s.poolIdx, s.regionModel = sk.poolIdx, sk.regionModel
 	s.blocks, s.blockOrder = sk.blocks, sk.blockOrder
-	s.regionBlocks, s.blockNodes, s.nodeBlock = sk.regionBlocks, sk.blockNodes, sk.nodeBlock
+	s.regionBlocks, s.blockNodes, s.nodeBlock, s.blockPool = sk.regionBlocks, sk.blockNodes, sk.nodeBlock, sk.blockPool
 }
 
 // buildSkeleton splits pools by PoolLabel when byLabel (poolConstrained).
@@ -317,11 +325,18 @@ func buildSkeleton(in *Input, byLabel bool) *skeleton {
 	s.regionBlocks = map[string][]int32{}
 	s.blockNodes = make([][]int, len(s.blockOrder))
 	s.nodeBlock = make([]int32, len(s.nodes))
+	s.blockPool = make([]int32, len(s.blockOrder))
 	for bi, b := range s.blockOrder {
 		nodes := s.blocks[b]
 		s.blockNodes[bi] = nodes
-		for _, i := range nodes {
+		s.blockPool[bi] = -1
+		for k, i := range nodes {
 			s.nodeBlock[i] = int32(bi)
+			if p := int32(s.nodes[i].pool); k == 0 {
+				s.blockPool[bi] = p
+			} else if p != s.blockPool[bi] {
+				s.blockPool[bi] = mixedPools
+			}
 		}
 		if len(nodes) > 0 {
 			r := s.nodes[nodes[0]].node.Region

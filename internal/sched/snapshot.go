@@ -160,6 +160,7 @@ type snapshot struct {
 	regionBlocks map[string][]int32
 	blockNodes   [][]int
 	nodeBlock    []int32
+	blockPool    []int32
 
 	tree  *tenancy.Tree
 	usage tenancy.Ledger // usage[tenant][entry]: running work, outside reservations
