@@ -37,7 +37,8 @@ type whyIndex struct {
 	byKey  map[string]sched.Pending
 }
 
-// Pending returns the last cycle's reason for the workload with this key.
+// Pending returns the last cycle's reason for the workload with this key,
+// its text rendered.
 func (x *whyIndex) Pending(key string) (sched.Pending, bool) {
 	for ; x != nil; x = x.prev {
 		x.once.Do(func() {
@@ -47,6 +48,9 @@ func (x *whyIndex) Pending(key string) (sched.Pending, bool) {
 			}
 		})
 		if p, ok := x.byKey[key]; ok {
+			if p.Reason == "" {
+				p.Render() // a copy: the index stays terse
+			}
 			return p, true
 		}
 	}
@@ -306,6 +310,11 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		s.closeOrphanUsage(ctx, orphans, now)
 		in := w.input(now, w.Tree)
 		in.Options = s.opts.Scheduling
+		// Pending reasons are rendered from their blockers when asked for
+		// (whyIndex.Pending), not for every pending workload every cycle:
+		// the same text (Pending.Render is the one renderer), without a
+		// long queue's strings held between cycles.
+		in.Options.TerseReasons = true
 		in.History = s.fair.current()
 		all, held, affected := s.policies.applyEffects(w, &in)
 		// applyEffects leaves the prices policies set in in.SpotPrices:

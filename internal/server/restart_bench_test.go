@@ -15,6 +15,7 @@ import (
 	"github.com/arbiterhq/arbiter/internal/config"
 	"github.com/arbiterhq/arbiter/internal/fleet"
 	"github.com/arbiterhq/arbiter/internal/resource"
+	"github.com/arbiterhq/arbiter/internal/sched/schedbench"
 	"github.com/arbiterhq/arbiter/internal/store"
 	"github.com/arbiterhq/arbiter/internal/workload"
 )
@@ -31,6 +32,8 @@ import (
 //
 //	ARBITER_BENCH_STORED=1000000 go test ./internal/server -run XXX -bench RestartReady -benchtime 1x
 //
+// ARBITER_BENCH_SPEC=mixed queues the mixed queue's specs instead
+// (schedbench.Mixed's 50 tenants and 1,000 nodes).
 // ARBITER_BENCH_CPUPROFILE=FILE profiles the first restart's CPU (the fill left
 // out); ARBITER_BENCH_HEAPPROFILE=FILE writes the heap's profile after the first
 // restart's cycle.
@@ -132,7 +135,26 @@ func fillQueuedStore(b *testing.B, path string, n int) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	c, err := config.Parse("bench.yaml", []byte(benchConfig))
+	cfg, queue := benchConfig, func(i int) workload.Spec {
+		return workload.Spec{Name: workload.ID(fmt.Sprintf("train-%07d", i)), Tenant: "acme", Kind: workload.KindBatch,
+			Priority: workload.PriorityNormal, GPUs: resource.GPUs(1), Replicas: 1,
+			Flavors: []fleet.ModelID{"A100-80G"}, Regions: []string{"eastus"}, Labels: map[string]string{"class": "batch"}}
+	}
+	if os.Getenv("ARBITER_BENCH_SPEC") == "mixed" {
+		// The mixed queue's specs (schedbench.Mixed: 50 tenants, 1,000
+		// nodes), as their submissions store them.
+		m, err := schedbench.NewMixed(1000, 0, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg = m.Config()
+		queue = func(int) workload.Spec {
+			s := m.Draw(1)[0].Spec
+			s.Defaults(true)
+			return s
+		}
+	}
+	c, err := config.Parse("bench.yaml", []byte(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,15 +166,13 @@ func fillQueuedStore(b *testing.B, path string, n int) {
 	for lo := 0; lo < n; lo += batch {
 		err := st.Update(store.Unfenced(ctx), func(tx store.WriteTx) error {
 			for i := lo; i < min(n, lo+batch); i++ {
-				obj := &store.Workload{Tenant: "acme", State: store.StatePending, SubmittedAt: at.Add(time.Duration(i) * time.Millisecond),
-					Spec: workload.Spec{Name: workload.ID(fmt.Sprintf("train-%07d", i)), Tenant: "acme", Kind: workload.KindBatch,
-						Priority: workload.PriorityNormal, GPUs: resource.GPUs(1), Replicas: 1,
-						Flavors: []fleet.ModelID{"A100-80G"}, Regions: []string{"eastus"}, Labels: map[string]string{"class": "batch"}}}
+				spec := queue(i)
+				obj := &store.Workload{Tenant: spec.Tenant, State: store.StatePending, SubmittedAt: at.Add(time.Duration(i) * time.Millisecond), Spec: spec}
 				if err := store.Put(tx, obj, store.MustNotExist); err != nil {
 					return err
 				}
 				if err := store.AppendEvent(tx, &store.Event{Time: obj.SubmittedAt, Type: store.EventWorkloadSubmitted,
-					Object: store.WorkloadObject(obj.Key()), Tenant: "acme", ObjectRevision: obj.Meta.Revision}); err != nil {
+					Object: store.WorkloadObject(obj.Key()), Tenant: obj.Tenant, ObjectRevision: obj.Meta.Revision}); err != nil {
 					return err
 				}
 			}
