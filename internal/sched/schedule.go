@@ -1376,7 +1376,6 @@ func (s *snapshot) bestNode(cl *claim) int {
 	return -1
 }
 
-// inPools reports whether node i is in one of the claim's pools.
 // blockInPools says whether all of block bi's nodes are in the claim's
 // pools (all) or none is (none); neither when its nodes are in several
 // pools, and inPools must be asked node by node.
@@ -1391,6 +1390,7 @@ func (s *snapshot) blockInPools(cl *claim, bi int32) (all, none bool) {
 	return false, true
 }
 
+// inPools reports whether node i is in one of the claim's pools.
 func (s *snapshot) inPools(cl *claim, i int) bool {
 	p := s.nodes[i].pool
 	if p < 0 {
