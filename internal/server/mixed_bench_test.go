@@ -5,6 +5,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,10 +38,17 @@ import (
 // latency; and the same over the workloads placed by the first cycle that
 // saw them (fit-*: no cycle had listed them pending, so capacity
 // existed and their wait was the loop's). ARBITER_BENCH_NOPLAN turns
-// planned starts off.
+// planned starts off; ARBITER_BENCH_NOISY=N queues N workloads of one
+// tenant first and measures the others' (see noisyTenant).
 //
 //	go test ./internal/server -run XXX -bench SubmitMixed -benchtime 5000x
 func BenchmarkSubmitMixed(b *testing.B) {
+	if b.N == 1 {
+		// The framework's first run, before -benchtime's count: one
+		// submission measures nothing (and behind a noisy queue may
+		// rightly place nothing).
+		return
+	}
 	rate := 1000.0
 	if r, err := strconv.ParseFloat(os.Getenv("ARBITER_BENCH_RATE"), 64); err == nil && r > 0 {
 		rate = r
@@ -53,6 +62,23 @@ func BenchmarkSubmitMixed(b *testing.B) {
 		b.Fatal(err)
 	}
 	ws := m.Draw(b.N)
+	// ARBITER_BENCH_NOISY=N: before the measured submissions, one tenant
+	// (noisyTenant) queues N workloads of the same mix, decided by the
+	// loop before the clock starts; the measured ones are the other 49
+	// tenants' (one tenant's mix must not delay the others' placements).
+	noisy, _ := strconv.Atoi(os.Getenv("ARBITER_BENCH_NOISY"))
+	var noise []*workload.Workload
+	if noisy > 0 {
+		for _, w := range ws {
+			if w.Tenant == noisyTenant {
+				w.Tenant = quietTenant
+			}
+		}
+		noise = m.Draw(noisy)
+		for _, w := range noise {
+			w.Tenant, w.Labels = noisyTenant, map[string]string{"team": noisyTenant[:4]}
+		}
+	}
 	if os.Getenv("ARBITER_BENCH_NOPLAN") != "" {
 		// Without planned starts (and the capacity they hold for gangs).
 		benchScheduling = sched.Options{Planning: NoPlanning()}
@@ -62,7 +88,7 @@ func BenchmarkSubmitMixed(b *testing.B) {
 	defer e.done()
 	ctx := context.Background()
 	clients := map[string]*client.Client{}
-	for _, w := range ws {
+	for _, w := range append(slices.Clip(ws), noise...) {
 		if clients[w.Tenant] == nil {
 			tok, err := e.admin.CreateToken(ctx, w.Tenant, "bench")
 			if err != nil {
@@ -74,6 +100,9 @@ func BenchmarkSubmitMixed(b *testing.B) {
 	specs := make([]api.WorkloadSpec, len(ws))
 	for i, w := range ws {
 		specs[i] = schedbench.Submission(w)
+	}
+	if len(noise) > 0 {
+		queueNoise(b, e, clients[noisyTenant], noise)
 	}
 	// Which workloads some cycle left pending: the tail of placements is
 	// either the loop's delay (placed by the first cycle that saw them:
@@ -108,9 +137,11 @@ func BenchmarkSubmitMixed(b *testing.B) {
 		_, err := clients[ws[i].Tenant].Submit(ctx, ws[i].Tenant, specs[i])
 		return err
 	})
-	// Until placements stop: the server's count of first placements,
-	// polled in process (a listing would load the server it measures),
-	// to measure, not to assert.
+	// Until a cycle has seen the last submission, then until placements
+	// stop: the why index's revision and the server's count of first
+	// placements, polled in process (a listing would load the server it
+	// measures), to measure, not to assert.
+	waitDecided(b, e)
 	last := uint64(0)
 	for settled := 0; settled < 5; {
 		time.Sleep(100 * time.Millisecond)
@@ -130,6 +161,9 @@ func BenchmarkSubmitMixed(b *testing.B) {
 	var placed, fit []time.Duration
 	preempted := 0
 	for _, w := range all {
+		if w.Tenant == noisyTenant && noisy > 0 {
+			continue
+		}
 		if w.Preemptions > 0 {
 			// Running since its last placement: when it was first placed
 			// is not listed, so it is left out of the distribution (its
@@ -158,6 +192,9 @@ func BenchmarkSubmitMixed(b *testing.B) {
 		return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))].Microseconds()) / 1000
 	}
 	b.ReportMetric(rate, "offered/s")
+	if noisy > 0 {
+		b.ReportMetric(float64(noisy), "noisy-queued")
+	}
 	b.ReportMetric(float64(len(placed)), "placed")
 	b.ReportMetric(float64(preempted), "preempted")
 	b.ReportMetric(pct(placed, 0.50), "place-p50-ms")
@@ -170,6 +207,50 @@ func BenchmarkSubmitMixed(b *testing.B) {
 	b.ReportMetric(pct(fit, 0.99), "fit-p99-ms")
 	b.ReportMetric(pct(fit, 1), "fit-max-ms")
 	reportLatency(b, r.Latency, r.Failed, r.Elapsed)
+}
+
+// noisyTenant queues ARBITER_BENCH_NOISY workloads in BenchmarkSubmitMixed;
+// the measured submissions it would have sent are quietTenant's.
+const noisyTenant, quietTenant = "org0-t0", "org0-t1"
+
+// queueNoise submits ws from 16 clients at once, then waits until a
+// cycle has decided them all (the why index is at or past the store's
+// revision after the last submission).
+func queueNoise(b *testing.B, e benchEnv, c *client.Client, ws []*workload.Workload) {
+	ctx := context.Background()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if _, err := c.Submit(ctx, ws[i].Tenant, schedbench.Submission(ws[i])); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	for i := range ws {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of the noisy tenant's submissions failed", n)
+	}
+	waitDecided(b, e)
+}
+
+// waitDecided waits until a cycle has read the store at or past its
+// revision now.
+func waitDecided(b *testing.B, e benchEnv) {
+	var rev int64
+	if err := e.srv.st.View(context.Background(), func(tx store.ReadTx) error { rev = tx.Revision(); return nil }); err != nil {
+		b.Fatal(err)
+	}
+	for e.srv.why.Load().Revision < rev {
+		time.Sleep(50 * time.Millisecond) // polling the loop, to measure, not to assert
+	}
 }
 
 // sampleCount is the number of observations in all of c's histograms.
