@@ -37,9 +37,14 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func(ctx context.C
 	}
 }
 
-// put writes key=val through cli with a short timeout.
+// put writes key=val through cli with a short timeout (waitFor retries it).
 func put(ctx context.Context, cli *clientv3.Client, key, val string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	return putWithin(ctx, cli, key, val, time.Second)
+}
+
+// putWithin is put with timeout d.
+func putWithin(ctx context.Context, cli *clientv3.Client, key, val string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	_, err := cli.Put(ctx, key, val)
 	return err
@@ -179,7 +184,9 @@ func TestRestartedMemberCatchesUp(t *testing.T) {
 	}
 	const n = 200
 	for i := range n {
-		if err := put(ctx, cli, "k"+strconv.Itoa(i), strconv.Itoa(i)); err != nil {
+		// Not retried, so not the short timeout: on a loaded machine (CI
+		// runs packages side by side) two members' fsyncs took over 700 ms.
+		if err := putWithin(ctx, cli, "k"+strconv.Itoa(i), strconv.Itoa(i), 10*time.Second); err != nil {
 			t.Fatalf("put %d with one member down: %v", i, err)
 		}
 	}
