@@ -143,7 +143,12 @@ func (r *restartable) heartbeatAfter(t time.Time, nodes []string) bool {
 // the old replicas ran on.
 func TestServerRestartKeepsAgents(t *testing.T) {
 	const restarts = 5
-	const lostAfter = 1500 * time.Millisecond
+	// The lease each heartbeat grants: a restart that outlasts it makes the
+	// agents' fences stop their replicas, as designed, so it is longer than
+	// a restart takes on a loaded CI machine (at 1.5 s, CI runs saw every
+	// replica stopped and started again with no node lost and nothing
+	// preempted). What the test catches is a restart that loses state.
+	const lostAfter = 4 * time.Second
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	os.MkdirAll(out, 0o755)
