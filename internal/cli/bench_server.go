@@ -11,12 +11,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/loadgen"
 	"github.com/arbiterhq/arbiter/internal/sched/schedbench"
 	"github.com/arbiterhq/arbiter/internal/server"
 	"github.com/arbiterhq/arbiter/internal/store"
@@ -52,7 +52,7 @@ func serverSubmit(nodes, n int) func() (func() error, error) {
 // serverClients is how many clients submit at once in the server case.
 const serverClients = 16
 
-func serveOnce(cfg *config.Config, ws []*workload.Workload, specs []api.WorkloadSpec) (err error) {
+func serveOnce(cfg *config.Config, ws []*workload.Workload, specs []api.WorkloadSpec) error {
 	dir, err := os.MkdirTemp("", "arbiter-bench-")
 	if err != nil {
 		return err
@@ -94,38 +94,14 @@ func serveOnce(cfg *config.Config, ws []*workload.Workload, specs []api.Workload
 			clients[w.Tenant] = client.New(url, tok.Secret)
 		}
 	}
-	next := make(chan int)
-	errs := make(chan error, serverClients)
-	var wg sync.WaitGroup
-	for range serverClients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if _, err := clients[ws[i].Tenant].Submit(ctx, ws[i].Tenant, specs[i]); err != nil {
-					errs <- fmt.Errorf("submitting %s: %w", ws[i].Name, err)
-					return
-				}
-			}
-		}()
-	}
-feed:
-	for i := range ws {
-		select {
-		case next <- i:
-		case err = <-errs:
-			break feed
+	err = loadgen.ClosedLoop(len(ws), serverClients, func(i int) error {
+		if _, err := clients[ws[i].Tenant].Submit(ctx, ws[i].Tenant, specs[i]); err != nil {
+			return fmt.Errorf("submitting %s: %w", ws[i].Name, err)
 		}
-	}
-	close(next)
-	wg.Wait()
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	select {
-	case err := <-errs:
-		return err
-	default:
 	}
 	s.Cycle(ctx)
 	running, err := ac.Workloads(ctx, "", "Running")

@@ -80,3 +80,31 @@ type Output struct {
 	Elapsed   float64 `json:"elapsed_s"`
 	LatencyUS []int64 `json:"latency_us"` // per submission, in order
 }
+
+// ClosedLoop calls submit(i) for i in [0, n) from clients goroutines,
+// each taking the next i as soon as its last call returns (as fast as
+// the server answers), and returns the first error; after one, no new
+// call starts.
+func ClosedLoop(n, clients int, submit func(i int) error) error {
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for !stop.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := submit(i); err != nil {
+					once.Do(func() { first = err })
+					stop.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}

@@ -5,8 +5,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,26 +215,12 @@ const noisyTenant, quietTenant = "org0-t0", "org0-t1"
 // cycle has decided them all (the why index is at or past the store's
 // revision after the last submission).
 func queueNoise(b *testing.B, e benchEnv, c *client.Client, ws []*workload.Workload) {
-	ctx := context.Background()
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if _, err := c.Submit(ctx, ws[i].Tenant, schedbench.Submission(ws[i])); err != nil {
-					failed.Add(1)
-				}
-			}
-		})
-	}
-	for i := range ws {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of the noisy tenant's submissions failed", n)
+	err := loadgen.ClosedLoop(len(ws), 16, func(i int) error {
+		_, err := c.Submit(context.Background(), ws[i].Tenant, schedbench.Submission(ws[i]))
+		return err
+	})
+	if err != nil {
+		b.Fatalf("the noisy tenant's submissions: %v", err)
 	}
 	waitDecided(b, e)
 }
