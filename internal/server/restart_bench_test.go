@@ -142,7 +142,7 @@ func fillQueuedStore(b *testing.B, path string, n int) {
 	}
 	if os.Getenv("ARBITER_BENCH_SPEC") == "mixed" {
 		// The mixed queue's specs (schedbench.Mixed: 50 tenants, 1,000
-		// nodes), as their submissions store them.
+		// nodes), with the defaults a submission fills (not through the API).
 		m, err := schedbench.NewMixed(1000, 0, 1)
 		if err != nil {
 			b.Fatal(err)
