@@ -35,7 +35,7 @@ func newSnapshot(in *Input) (*snapshot, []string) {
 	sk := in.Cache.skeleton(in)
 	s.instantiate(sk)
 	var err error
-	if s.scorer, err = newScorer(in); err != nil {
+	if s.scorer, err = newScorer(in, nil); err != nil {
 		conflicts = append(conflicts, err.Error())
 	}
 	for i := range in.Reservations {

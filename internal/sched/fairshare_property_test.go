@@ -127,6 +127,9 @@ func fairShareCase(seed uint64) error {
 	if err := propDeterministic(in, plan); err != nil {
 		return err
 	}
+	if err := propTenantBound(in, plan); err != nil {
+		return err // the bound keeps each tenant's first by decayed usage
+	}
 	cur := usageOf(in.Tenants, in.Workloads)
 	type key struct {
 		prio        workload.Priority

@@ -93,6 +93,18 @@ type Options struct {
 	// current usage (see tenancy.Decay), and the plan carries the history
 	// forward (Plan.History).
 	FairShare FairShare
+	// TenantBound, when positive, is the most pending workloads of one
+	// tenant a cycle decides: each tenant's first TenantBound in
+	// scheduling order are decided, its others are left pending with
+	// ReasonDeferred, undecided (Slurm's bf_max_job_user). A tenant's
+	// long queue then costs a cycle no more than a short one, and cannot
+	// delay other tenants' placements; its own later work waits for the
+	// work ahead of it. The plan is the plan of the input without the
+	// deferred workloads, plus their Pending entries (property
+	// tenant-bound). Zero or negative decides every pending workload; the
+	// runtimes (server, simulator, `arbiter schedule`) default to
+	// DefaultTenantBound.
+	TenantBound int
 
 	// noRepeat turns off the repeat memo (see repeatKey) so that tests
 	// can check it never changes a plan.
@@ -103,7 +115,16 @@ type Options struct {
 	// noSearchMemo turns off the victim searches' memos of what is out of
 	// reach (reachMemo), for the same check.
 	noSearchMemo bool
+	// splitPools splits pools by PoolLabel as if some workload named
+	// pools (poolConstrained), so that the tenant bound's test can compare
+	// a plan with a deferred pool-naming workload to its cut input's.
+	splitPools bool
 }
+
+// DefaultTenantBound is the Options.TenantBound the server, the simulator
+// and `arbiter schedule` run with unless configured otherwise
+// (options.decisions_per_tenant).
+const DefaultTenantBound = 1000
 
 // FairShare configures fair share over time.
 type FairShare struct {

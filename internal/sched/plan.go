@@ -198,6 +198,7 @@ const (
 	ReasonNoFlavor        ReasonCode = "NoFlavor"        // the fleet has none of the acceptable flavors/regions
 	ReasonSpotPrice       ReasonCode = "SpotPrice"       // the spot price is above the workload's max price
 	ReasonInvalid         ReasonCode = "Invalid"         // the spec can never run here
+	ReasonDeferred        ReasonCode = "Deferred"        // not decided this cycle: its tenant has more pending than Options.TenantBound
 	// ReasonPolicyHeld is not the core's: callers that hold work back
 	// before scheduling (the server's policy caps on a class) report it.
 	ReasonPolicyHeld ReasonCode = "PolicyHeld"

@@ -205,6 +205,7 @@ var coreProps = []property{
 	{"repeat-same-plan", propRepeat},
 	{"blockfit-same-plan", propBlockFit},
 	{"searchmemo-same-plan", propSearchMemo},
+	{"tenant-bound", propTenantBound},
 }
 
 func TestProperties(t *testing.T) {
@@ -842,7 +843,7 @@ func propSettled(in Input, p Plan) error {
 }
 
 func isChooser(name string) bool {
-	s, err := newScorer(&Input{Options: Options{Scorer: name}, Workloads: []*workload.Workload{{Spec: workload.Spec{GPUs: 1000, Replicas: 1}}}})
+	s, err := newScorer(&Input{Options: Options{Scorer: name}, Workloads: []*workload.Workload{{Spec: workload.Spec{GPUs: 1000, Replicas: 1}}}}, nil)
 	if err != nil || s == nil {
 		return false
 	}

@@ -61,15 +61,21 @@ type Blocker struct {
 	Pools []string `json:"pools,omitempty"`
 	// Preempted is set when preemption was tried and could not free enough.
 	Preempted bool `json:"preempted,omitempty"`
+	// Firm: a policy set Price (work is admitted up to it, not below
+	// spot.AdmitFraction of it).
+	Firm bool `json:"firm,omitempty"`
 	// GPUMemory is the workload's gpu_memory in MiB (NoFlavor).
 	GPUMemory int32 `json:"gpu_memory_mib,omitempty"`
 	// Price and MaxPrice are the spot price and the workload's bound
 	// (SpotPrice), in $/GPU-hour.
 	Price    float64 `json:"price,omitempty"`
 	MaxPrice float64 `json:"max_price,omitempty"`
-	// Firm: a policy set Price (work is admitted up to it, not below
-	// spot.AdmitFraction of it).
-	Firm bool `json:"firm,omitempty"`
+	// TenantPending is how many pending workloads Tenant had, more than
+	// Bound, the most of one tenant's a cycle decides (Deferred). These
+	// sit where Firm's padding was: pending decisions keep thousands of
+	// Blockers.
+	TenantPending int32 `json:"tenant_pending,omitempty"`
+	Bound         int32 `json:"bound,omitempty"`
 	// Reservation is the workload's own reservation when it could not
 	// hold the claim (it is full, its nodes down, or no room in its pools).
 	Reservation *ReservationUse `json:"reservation,omitempty"`
@@ -154,6 +160,8 @@ func (b Blocker) String() string {
 // text is the blocker's own text, without its reservation's.
 func (b Blocker) text() string {
 	switch b.Code {
+	case ReasonDeferred:
+		return fmt.Sprintf("not decided this cycle: tenant %q has %d pending workloads and a cycle decides the first %d of each tenant's in order (decisions_per_tenant)", b.Tenant, b.TenantPending, b.Bound)
 	case ReasonInvalid:
 		switch b.Problem {
 		case ProblemUnknownTenant:

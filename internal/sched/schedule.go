@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -80,8 +81,11 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 		s.decayed, plan.History = s.tree.Decay(in.History, s.usage, in.Now, hl)
 	}
 	s.evictUnusable(&plan)
-	pending := s.order()
-	plan.Pending = make([]Pending, 0, len(pending))
+	pending, deferred := s.order()
+	if len(deferred) > 0 && s.scorer != nil {
+		s.scorer, _ = newScorer(s.in, pending) // the name was checked by newSnapshot
+	}
+	plan.Pending = make([]Pending, 0, len(pending)+len(deferred))
 	// Reservations are hard promises: owners claim their reserved capacity
 	// before anyone else is placed, so that preemptible work placed this
 	// cycle cannot sit on it. Claims beyond a reservation wait for their
@@ -114,14 +118,38 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 			break
 		}
 	}
+	s.deferPending(deferred, &plan)
 	s.grow(&plan)
 	// Holds (and, with PreemptOverrun, the planning slots that let a claim
 	// evict overrunning work) depend on the order, not on alike examples.
-	if s.placed == 0 && len(plan.Preemptions) == 0 && len(plan.Resizes) == 0 && len(s.holds) == 0 && !(s.in.Options.Planning.PreemptOverrun && s.planned > 0) {
+	// Deferred work is not decided as its class would be: alike work
+	// added to the same state is not settled (its tenant's count decides).
+	if len(deferred) == 0 && s.placed == 0 && len(plan.Preemptions) == 0 && len(plan.Resizes) == 0 && len(s.holds) == 0 && !(s.in.Options.Planning.PreemptOverrun && s.planned > 0) {
 		plan.Classes = s.classes()
 	}
 	return plan, s
 }
+
+// deferPending leaves the workloads order deferred pending undecided
+// (Options.TenantBound): one Blocker per tenant, shared by its deferred
+// workloads, says how many of its workloads were pending and what the
+// bound is.
+func (s *snapshot) deferPending(deferred []*workload.Workload, plan *Plan) {
+	if len(deferred) == 0 {
+		return
+	}
+	blockers := map[string][]Blocker{}
+	for _, w := range deferred {
+		b, ok := blockers[w.Tenant]
+		if !ok {
+			b = []Blocker{{Code: ReasonDeferred, Tenant: w.Tenant, TenantPending: clamp32(s.tenantPending[w.Tenant]), Bound: clamp32(s.in.Options.TenantBound)}}
+			blockers[w.Tenant] = b
+		}
+		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonDeferred, Blockers: b})
+	}
+}
+
+func clamp32(n int) int32 { return int32(min(n, math.MaxInt32)) }
 
 // classes lists the remembered pending decisions by example name (see
 // Plan.Classes). Nothing was placed, so every one was made in the
@@ -279,7 +307,7 @@ func (s *snapshot) evict(i int) {
 // then the tenant's priority, then the tenant's usage relative to its
 // guarantee and weight (least served first; with Options.FairShare its
 // decayed usage, then its current usage), then submission time, then name.
-func (s *snapshot) order() []*workload.Workload {
+func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 	items := s.buf.items[:0]
 	if cap(items) < len(s.in.Workloads) {
 		items = make([]orderItem, 0, len(s.in.Workloads))
@@ -318,7 +346,6 @@ func (s *snapshot) order() []*workload.Workload {
 				it.tprio, it.share, it.now = 0, float64(levels.id(t, w.Flavors[0], w.Regions[0])), 0
 			}
 		}
-		it.shape = s.shapes.of(w)
 		items = append(items, it)
 	}
 	if levels != nil {
@@ -331,16 +358,7 @@ func (s *snapshot) order() []*workload.Workload {
 			}
 		}
 	}
-	s.buf.items = items
-	// The sort moves indices, not the items: a nearly sorted queue (the
-	// usual case) is fixed by shifting, and an item is ten words.
-	idx := sized(s.buf.itemIdx, len(items))
-	s.buf.itemIdx = idx
-	for i := range idx {
-		idx[i] = int32(i)
-	}
-	slices.SortFunc(idx, func(i, j int32) int {
-		a, b := &items[i], &items[j]
+	before := func(a, b *orderItem) int {
 		if a.prio != b.prio {
 			return int(b.prio - a.prio)
 		}
@@ -367,7 +385,24 @@ func (s *snapshot) order() []*workload.Workload {
 			return c
 		}
 		return cmp.Compare(a.w.Tenant, b.w.Tenant)
-	})
+	}
+	if bound := s.in.Options.TenantBound; bound > 0 {
+		items, deferred = s.boundTenants(items, bound, before)
+	}
+	// Classes are found in input order, after the cut: a cycle that defers
+	// work numbers its classes as the cycle of the cut input would.
+	for i := range items {
+		items[i].shape = s.shapes.of(items[i].w)
+	}
+	s.buf.items = items
+	// The sort moves indices, not the items: a nearly sorted queue (the
+	// usual case) is fixed by shifting, and an item is ten words.
+	idx := sized(s.buf.itemIdx, len(items))
+	s.buf.itemIdx = idx
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(i, j int32) int { return before(&items[i], &items[j]) })
 	out := sized(s.buf.pending, len(items))
 	s.buf.pending = out
 	s.shapes.pending = sized(s.shapes.pending, len(items))
@@ -376,7 +411,104 @@ func (s *snapshot) order() []*workload.Workload {
 		s.shapes.pending[i] = items[k].shape
 	}
 	s.shapes.last = make([]*repeat, len(s.shapes.reps))
-	return out
+	s.decided = out
+	return out, deferred
+}
+
+// boundTenants keeps, of each tenant with more than bound pending
+// workloads, the first bound in scheduling order (before), and returns
+// the kept items in input order and the others, deferred, in input order
+// (Options.TenantBound). A tenant's first bound are found with a heap of
+// its bound best so far: n·log(bound) comparisons at worst, whatever
+// order the tenant submitted in.
+func (s *snapshot) boundTenants(items []orderItem, bound int, before func(a, b *orderItem) int) (kept []orderItem, deferred []*workload.Workload) {
+	// Each item's tenant as a small number, found with one map lookup per
+	// run of one tenant's items.
+	ids := map[string]int32{}
+	var counts []int
+	tenant := sized(s.buf.itemTenant, len(items))
+	s.buf.itemTenant = tenant
+	last, lastID := "", int32(-1)
+	over := false
+	for i := range items {
+		if t := items[i].w.Tenant; lastID < 0 || t != last {
+			id, ok := ids[t]
+			if !ok {
+				id = int32(len(counts))
+				ids[t] = id
+				counts = append(counts, 0)
+			}
+			last, lastID = t, id
+		}
+		tenant[i] = lastID
+		counts[lastID]++
+		over = over || counts[lastID] > bound
+	}
+	if !over {
+		return items, nil
+	}
+	s.tenantPending = map[string]int{}
+	for t, id := range ids {
+		if counts[id] > bound {
+			s.tenantPending[t] = counts[id]
+		}
+	}
+	// Per tenant over the bound, a max-heap of its best bound items so
+	// far: the root is the last of them in order.
+	heaps := make([][]int32, len(counts))
+	later := func(h []int32, i, j int) bool { return before(&items[h[i]], &items[h[j]]) > 0 }
+	down := func(h []int32, i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if c+1 < len(h) && later(h, c+1, c) {
+				c++
+			}
+			if !later(h, c, i) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for i := range items {
+		id := tenant[i]
+		if counts[id] <= bound {
+			continue
+		}
+		h := heaps[id]
+		switch {
+		case len(h) < bound:
+			h = append(h, int32(i))
+			for j := len(h) - 1; j > 0 && later(h, j, (j-1)/2); j = (j - 1) / 2 {
+				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+			}
+			heaps[id] = h
+		case before(&items[i], &items[h[0]]) < 0:
+			h[0] = int32(i)
+			down(h, 0)
+		}
+	}
+	keep := make([]bool, len(items))
+	for i := range items {
+		keep[i] = counts[tenant[i]] <= bound
+	}
+	for _, h := range heaps {
+		for _, i := range h {
+			keep[i] = true
+		}
+	}
+	kept = items[:0]
+	for i := range items {
+		if keep[i] {
+			kept = append(kept, items[i])
+		} else {
+			deferred = append(deferred, items[i].w)
+		}
+	}
+	return kept, deferred
 }
 
 // shapes groups the pending workloads into classes of alikeNow, found

@@ -16,16 +16,24 @@ import (
 func ScorerNames() []string { return append([]string{""}, score.Names()...) }
 
 // newScorer builds the named scorer for a cycle. FGD-style scorers learn
-// the workload's typical request shapes from the pending workloads.
-func newScorer(in *Input) (score.Scorer, error) {
+// the workload's typical request shapes from the pending workloads (all
+// of in's when pending is nil: a cycle that defers work builds its scorer
+// again from those it decides).
+func newScorer(in *Input, pending []*workload.Workload) (score.Scorer, error) {
 	name := strings.TrimSpace(in.Options.Scorer)
 	if name == "" {
 		return nil, nil
 	}
 	var reqs []score.Request
-	for _, w := range in.Workloads {
-		if w.Running == nil {
+	if pending != nil {
+		for _, w := range pending {
 			reqs = append(reqs, requestOf(w, ""))
+		}
+	} else {
+		for _, w := range in.Workloads {
+			if w.Running == nil {
+				reqs = append(reqs, requestOf(w, ""))
+			}
 		}
 	}
 	if len(reqs) == 0 {

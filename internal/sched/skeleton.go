@@ -33,21 +33,22 @@ type Cache struct {
 // dead once the next is built, so none of their memory is shared. Every
 // buffer is overwritten (or cleared) before it is read.
 type scratch struct {
-	nodes    []nodeState
-	backing  []int32
-	layouts  []uint8 // MIG layouts, laid out as backing (nil without MIG nodes)
-	run      []runState
-	replicas [][]replicaAt
-	count    []int // indexRunning
-	running  []int // indexRunning
-	group    []int // classifyBorrowers
-	borrow   []borrowKey
-	items    []orderItem
-	itemIdx  []int32
-	slots    []slotAt        // planned starts
-	ends     []time.Duration // planned starts
-	nodeEnds []nodeEnd       // planned starts (snapshot.ends)
-	nodeVer  []uint32        // planned starts (snapshot.nodeVer)
+	nodes      []nodeState
+	backing    []int32
+	layouts    []uint8 // MIG layouts, laid out as backing (nil without MIG nodes)
+	run        []runState
+	replicas   [][]replicaAt
+	count      []int // indexRunning
+	running    []int // indexRunning
+	group      []int // classifyBorrowers
+	borrow     []borrowKey
+	items      []orderItem
+	itemIdx    []int32
+	itemTenant []int32         // boundTenants
+	slots      []slotAt        // planned starts
+	ends       []time.Duration // planned starts
+	nodeEnds   []nodeEnd       // planned starts (snapshot.ends)
+	nodeVer    []uint32        // planned starts (snapshot.nodeVer)
 	// planned gangs (snapshot.blockVer, blockFits)
 	blockVer  []uint32
 	blockFits []blockFit
@@ -148,6 +149,9 @@ func (a cacheKey) equal(b cacheKey) bool {
 // one is placed exactly as before, best fit over all of a model's nodes
 // in a region).
 func poolConstrained(in *Input) bool {
+	if in.Options.splitPools {
+		return true
+	}
 	for _, w := range in.Workloads {
 		if len(w.Pools) > 0 {
 			return true

@@ -162,6 +162,12 @@ type snapshot struct {
 	nodeBlock    []int32
 	blockPool    []int32
 
+	// tenantPending counts the pending workloads of each tenant with more
+	// than Options.TenantBound (boundTenants), nil when none has.
+	tenantPending map[string]int
+	// decided is the pending workloads the cycle decides, in order.
+	decided []*workload.Workload
+
 	tree  *tenancy.Tree
 	usage tenancy.Ledger // usage[tenant][entry]: running work, outside reservations
 	// decayed is the entries' decayed usage at Now (Options.FairShare),

@@ -184,13 +184,12 @@ func (s *snapshot) heldFor(p int, cl *claim) resource.MilliGPU {
 }
 
 // pendingDemand sums, per quota entry with a guarantee, the GPUs its
-// tenant's pending workloads ask for there (each candidate counted).
+// tenant's pending workloads ask for there (each candidate counted): those
+// the cycle decides (snapshot.decided), not those it defers
+// (Options.TenantBound).
 func (s *snapshot) pendingDemand() {
 	s.demand = tenancy.NewLedger(s.tree)
-	for _, w := range s.in.Workloads {
-		if w.Running != nil {
-			continue
-		}
+	for _, w := range s.decided {
 		t, ok := s.tree.Lookup(w.Tenant)
 		if !ok {
 			continue
