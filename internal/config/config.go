@@ -65,6 +65,34 @@ type Options struct {
 	// FairShare turns on fair share over time (decayed usage); left out,
 	// tenants are ordered by current usage.
 	FairShare *FairShareSpec `yaml:"fair_share"`
+	// ShapesPerTenant is the most shapes (classes of alike work) of one
+	// tenant's pending work a cycle decides (sched.Options.TenantBound):
+	// left out, sched.DefaultTenantBound; 0, no bound.
+	ShapesPerTenant *int `yaml:"shapes_per_tenant"`
+}
+
+// maxShapesPerTenant bounds options.shapes_per_tenant (a bound this
+// high is no bound: 0 says so).
+const maxShapesPerTenant = 10_000_000
+
+// ResolveTenantBound returns the sched.Options.TenantBound that
+// ShapesPerTenant describes (-1 for 0, no bound), adding a problem to
+// errs under field.
+func (o *Options) ResolveTenantBound(field string, at yamlfile.Pos, errs *yamlfile.Errors) int {
+	if o.Pos.Line > 0 {
+		at = o.Pos
+	}
+	switch n := o.ShapesPerTenant; {
+	case n == nil:
+		return sched.DefaultTenantBound
+	case *n == 0:
+		return -1
+	case *n < 0 || *n > maxShapesPerTenant:
+		errs.Add(at, field, "shapes_per_tenant must be between 1 and %d, or 0 for no bound, got %d", maxShapesPerTenant, *n)
+		return sched.DefaultTenantBound
+	default:
+		return *n
+	}
 }
 
 // Workload is a workload as written, with its position. Read its spec
@@ -104,6 +132,8 @@ type Config struct {
 	Planning sched.Planning
 	// FairShare is the resolved options.fair_share.
 	FairShare sched.FairShare
+	// TenantBound is the resolved options.shapes_per_tenant.
+	TenantBound int
 	// Metering is the resolved metering section.
 	Metering Metering
 }
@@ -186,6 +216,7 @@ func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 	}
 	planning := f.Options.Planning.Resolve("options.planning", optAt, &errs)
 	fairShare := f.Options.FairShare.Resolve("options.fair_share", optAt, &errs)
+	tenantBound := f.Options.ResolveTenantBound("options.shapes_per_tenant", optAt, &errs)
 	metering := f.Metering.Resolve("metering", at, cat, fl.Regions, &errs)
 	for ti, t := range f.Tenants {
 		for qi, q := range t.Quota {
@@ -287,7 +318,7 @@ func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 	if err := f.Limits.Validate(); err != nil {
 		errs.Add(at, "limits", "%v", err)
 	}
-	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning, FairShare: fairShare, Metering: metering}
+	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning, FairShare: fairShare, TenantBound: tenantBound, Metering: metering}
 	c.bindReservations(&errs, whole)
 	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err
@@ -454,6 +485,7 @@ func (c *Config) Input() sched.Input {
 			HonourWindow:          honourWindow(c.File.Options.HonourWindow),
 			Planning:              c.Planning,
 			FairShare:             c.FairShare,
+			TenantBound:           c.TenantBound,
 		},
 	}
 }

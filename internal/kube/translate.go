@@ -133,7 +133,9 @@ func Translate(s *Snapshot, cfg *Config, now time.Time) (*Cycle, error) {
 		t.memo, t.memoCtx = s.Memo, memoContext(t.models, f.Regions)
 		defer s.Memo.rotate()
 	}
-	c.Input = sched.Input{Now: now, Fleet: f, Tenants: t.tree, Down: down}
+	// A tenant's pods are decided as the server decides its workloads:
+	// its first sched.DefaultTenantBound each cycle.
+	c.Input = sched.Input{Now: now, Fleet: f, Tenants: t.tree, Down: down, Options: sched.Options{TenantBound: sched.DefaultTenantBound}}
 	c.NodesDown = down
 	running, pending := t.splitPods(s.Pods)
 	t.running(running)

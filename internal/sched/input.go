@@ -93,16 +93,20 @@ type Options struct {
 	// current usage (see tenancy.Decay), and the plan carries the history
 	// forward (Plan.History).
 	FairShare FairShare
-	// TenantBound, when positive, is the most pending workloads of one
-	// tenant a cycle decides: each tenant's first TenantBound in
-	// scheduling order are decided, its others are left pending with
-	// ReasonDeferred, undecided (Slurm's bf_max_job_user). A tenant's
-	// long queue then costs a cycle no more than a short one, and cannot
-	// delay other tenants' placements; its own later work waits for the
-	// work ahead of it. The plan is the plan of the input without the
-	// deferred workloads, plus their Pending entries (property
-	// tenant-bound). Zero or negative decides every pending workload; the
-	// runtimes (server, simulator, `arbiter schedule`) default to
+	// TenantBound, when positive, is the most shapes of one tenant's
+	// pending work a cycle decides. A shape is a class of alike work
+	// (alike in all the core reads: GPUs, replicas, priority, flavors,
+	// regions, pools…, see Alike), decided once per cycle by the repeat
+	// memo, so a tenant's cost to a cycle follows its shapes. The work of
+	// each tenant's first TenantBound shapes in scheduling order (a shape
+	// comes where its first workload does) is decided; the rest is left
+	// pending with ReasonDeferred, undecided, in the manner of Slurm's
+	// bf_max_job_user. A tenant's mix of thousands of shapes then cannot
+	// delay other tenants' placements; its own later shapes wait for those
+	// ahead of them. The plan is the plan of the input without the deferred
+	// workloads, plus their Pending entries (property tenant-bound). Zero
+	// or negative decides all pending work; the runtimes (server,
+	// simulator, `arbiter schedule`, kube mode) default to
 	// DefaultTenantBound.
 	TenantBound int
 
@@ -121,9 +125,9 @@ type Options struct {
 	splitPools bool
 }
 
-// DefaultTenantBound is the Options.TenantBound the server, the simulator
-// and `arbiter schedule` run with unless configured otherwise
-// (options.decisions_per_tenant).
+// DefaultTenantBound is the Options.TenantBound the server, the simulator,
+// `arbiter schedule` and kube mode run with unless configured otherwise
+// (options.shapes_per_tenant).
 const DefaultTenantBound = 1000
 
 // FairShare configures fair share over time.

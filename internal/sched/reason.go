@@ -70,12 +70,12 @@ type Blocker struct {
 	// (SpotPrice), in $/GPU-hour.
 	Price    float64 `json:"price,omitempty"`
 	MaxPrice float64 `json:"max_price,omitempty"`
-	// TenantPending is how many pending workloads Tenant had, more than
-	// Bound, the most of one tenant's a cycle decides (Deferred). These
-	// sit where Firm's padding was: pending decisions keep thousands of
-	// Blockers.
-	TenantPending int32 `json:"tenant_pending,omitempty"`
-	Bound         int32 `json:"bound,omitempty"`
+	// TenantShapes is how many shapes Tenant's pending work had (shapes
+	// of alike work: alike in all the core reads), more than Bound, the
+	// most of one tenant's a cycle decides (Deferred). These sit where
+	// Firm's padding was: pending decisions keep thousands of Blockers.
+	TenantShapes int32 `json:"tenant_shapes,omitempty"`
+	Bound        int32 `json:"bound,omitempty"`
 	// Reservation is the workload's own reservation when it could not
 	// hold the claim (it is full, its nodes down, or no room in its pools).
 	Reservation *ReservationUse `json:"reservation,omitempty"`
@@ -161,7 +161,7 @@ func (b Blocker) String() string {
 func (b Blocker) text() string {
 	switch b.Code {
 	case ReasonDeferred:
-		return fmt.Sprintf("not decided this cycle: tenant %q has %d pending workloads and a cycle decides the first %d of each tenant's in order (decisions_per_tenant)", b.Tenant, b.TenantPending, b.Bound)
+		return fmt.Sprintf("not decided this cycle: tenant %q has pending work of %d shapes, and a cycle decides the work of each tenant's first %d shapes in order (shapes_per_tenant)", b.Tenant, b.TenantShapes, b.Bound)
 	case ReasonInvalid:
 		switch b.Problem {
 		case ProblemUnknownTenant:

@@ -132,8 +132,8 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 
 // deferPending leaves the workloads order deferred pending undecided
 // (Options.TenantBound): one Blocker per tenant, shared by its deferred
-// workloads, says how many of its workloads were pending and what the
-// bound is.
+// workloads, says how many shapes its pending work had and what the bound
+// is.
 func (s *snapshot) deferPending(deferred []*workload.Workload, plan *Plan) {
 	if len(deferred) == 0 {
 		return
@@ -142,7 +142,7 @@ func (s *snapshot) deferPending(deferred []*workload.Workload, plan *Plan) {
 	for _, w := range deferred {
 		b, ok := blockers[w.Tenant]
 		if !ok {
-			b = []Blocker{{Code: ReasonDeferred, Tenant: w.Tenant, TenantPending: clamp32(s.tenantPending[w.Tenant]), Bound: clamp32(s.in.Options.TenantBound)}}
+			b = []Blocker{{Code: ReasonDeferred, Tenant: w.Tenant, TenantShapes: clamp32(s.tenantShapes[w.Tenant]), Bound: clamp32(s.in.Options.TenantBound)}}
 			blockers[w.Tenant] = b
 		}
 		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonDeferred, Blockers: b})
@@ -346,6 +346,7 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 				it.tprio, it.share, it.now = 0, float64(levels.id(t, w.Flavors[0], w.Regions[0])), 0
 			}
 		}
+		it.shape = s.shapes.of(w)
 		items = append(items, it)
 	}
 	if levels != nil {
@@ -389,11 +390,6 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 	if bound := s.in.Options.TenantBound; bound > 0 {
 		items, deferred = s.boundTenants(items, bound, before)
 	}
-	// Classes are found in input order, after the cut: a cycle that defers
-	// work numbers its classes as the cycle of the cut input would.
-	for i := range items {
-		items[i].shape = s.shapes.of(items[i].w)
-	}
 	s.buf.items = items
 	// The sort moves indices, not the items: a nearly sorted queue (the
 	// usual case) is fixed by shifting, and an item is ten words.
@@ -415,94 +411,99 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 	return out, deferred
 }
 
-// boundTenants keeps, of each tenant with more than bound pending
-// workloads, the first bound in scheduling order (before), and returns
-// the kept items in input order and the others, deferred, in input order
-// (Options.TenantBound). A tenant's first bound are found with a heap of
-// its bound best so far: n·log(bound) comparisons at worst, whatever
-// order the tenant submitted in.
+// boundTenants keeps, of each tenant whose pending work has more than
+// bound shapes (classes of alike work, shapes), the work of its first
+// bound shapes in scheduling order (before: a shape comes where its first
+// workload does), and returns the kept items in input order and the
+// others, deferred, in input order (Options.TenantBound). Alike work is
+// decided once (the repeat memo), so a tenant's cost to a cycle follows
+// its shapes, not its workloads. The shapes are found with a heap of the
+// bound best so far: C·log(bound) comparisons at worst for C shapes,
+// whatever order the tenant submitted in.
 func (s *snapshot) boundTenants(items []orderItem, bound int, before func(a, b *orderItem) int) (kept []orderItem, deferred []*workload.Workload) {
-	// Each item's tenant as a small number, found with one map lookup per
-	// run of one tenant's items.
-	ids := map[string]int32{}
-	var counts []int
-	tenant := sized(s.buf.itemTenant, len(items))
-	s.buf.itemTenant = tenant
-	last, lastID := "", int32(-1)
-	over := false
+	// first is, per shape, its first item in order; a shape is one
+	// tenant's (alikeNow compares tenants).
+	nShapes := len(s.shapes.reps)
+	first := make([]int32, nShapes)
+	for i := range first {
+		first[i] = -1
+	}
 	for i := range items {
-		if t := items[i].w.Tenant; lastID < 0 || t != last {
-			id, ok := ids[t]
-			if !ok {
-				id = int32(len(counts))
-				ids[t] = id
-				counts = append(counts, 0)
-			}
-			last, lastID = t, id
+		c := items[i].shape
+		if f := first[c]; f < 0 || before(&items[i], &items[f]) < 0 {
+			first[c] = int32(i)
 		}
-		tenant[i] = lastID
-		counts[lastID]++
-		over = over || counts[lastID] > bound
+	}
+	// Each shape's tenant as a small number, and each tenant's shapes.
+	ids := map[string]int32{}
+	var tenants []string
+	var shapes [][]int32
+	for c, w := range s.shapes.reps {
+		if first[c] < 0 {
+			continue
+		}
+		id, ok := ids[w.Tenant]
+		if !ok {
+			id = int32(len(shapes))
+			ids[w.Tenant] = id
+			tenants = append(tenants, w.Tenant)
+			shapes = append(shapes, nil)
+		}
+		shapes[id] = append(shapes[id], int32(c))
+	}
+	keep := make([]bool, nShapes)
+	over := false
+	for id, cs := range shapes {
+		if len(cs) <= bound {
+			for _, c := range cs {
+				keep[c] = true
+			}
+			continue
+		}
+		over = true
+		// A max-heap of the bound best shapes so far: the root is the
+		// last of them in order.
+		later := func(h []int32, i, j int) bool { return before(&items[first[h[i]]], &items[first[h[j]]]) > 0 }
+		h := make([]int32, 0, bound)
+		for _, c := range cs {
+			switch {
+			case len(h) < bound:
+				h = append(h, c)
+				for j := len(h) - 1; j > 0 && later(h, j, (j-1)/2); j = (j - 1) / 2 {
+					h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+				}
+			case before(&items[first[c]], &items[first[h[0]]]) < 0:
+				h[0] = c
+				for i := 0; ; {
+					k := 2*i + 1
+					if k >= len(h) {
+						break
+					}
+					if k+1 < len(h) && later(h, k+1, k) {
+						k++
+					}
+					if !later(h, k, i) {
+						break
+					}
+					h[i], h[k] = h[k], h[i]
+					i = k
+				}
+			}
+		}
+		for _, c := range h {
+			keep[c] = true
+		}
+		if s.tenantShapes == nil {
+			s.tenantShapes = map[string]int{}
+		}
+		s.tenantShapes[tenants[id]] = len(cs)
 	}
 	if !over {
 		return items, nil
 	}
-	s.tenantPending = map[string]int{}
-	for t, id := range ids {
-		if counts[id] > bound {
-			s.tenantPending[t] = counts[id]
-		}
-	}
-	// Per tenant over the bound, a max-heap of its best bound items so
-	// far: the root is the last of them in order.
-	heaps := make([][]int32, len(counts))
-	later := func(h []int32, i, j int) bool { return before(&items[h[i]], &items[h[j]]) > 0 }
-	down := func(h []int32, i int) {
-		for {
-			c := 2*i + 1
-			if c >= len(h) {
-				return
-			}
-			if c+1 < len(h) && later(h, c+1, c) {
-				c++
-			}
-			if !later(h, c, i) {
-				return
-			}
-			h[i], h[c] = h[c], h[i]
-			i = c
-		}
-	}
-	for i := range items {
-		id := tenant[i]
-		if counts[id] <= bound {
-			continue
-		}
-		h := heaps[id]
-		switch {
-		case len(h) < bound:
-			h = append(h, int32(i))
-			for j := len(h) - 1; j > 0 && later(h, j, (j-1)/2); j = (j - 1) / 2 {
-				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
-			}
-			heaps[id] = h
-		case before(&items[i], &items[h[0]]) < 0:
-			h[0] = int32(i)
-			down(h, 0)
-		}
-	}
-	keep := make([]bool, len(items))
-	for i := range items {
-		keep[i] = counts[tenant[i]] <= bound
-	}
-	for _, h := range heaps {
-		for _, i := range h {
-			keep[i] = true
-		}
-	}
 	kept = items[:0]
 	for i := range items {
-		if keep[i] {
+		if keep[items[i].shape] {
 			kept = append(kept, items[i])
 		} else {
 			deferred = append(deferred, items[i].w)

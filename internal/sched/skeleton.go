@@ -33,22 +33,21 @@ type Cache struct {
 // dead once the next is built, so none of their memory is shared. Every
 // buffer is overwritten (or cleared) before it is read.
 type scratch struct {
-	nodes      []nodeState
-	backing    []int32
-	layouts    []uint8 // MIG layouts, laid out as backing (nil without MIG nodes)
-	run        []runState
-	replicas   [][]replicaAt
-	count      []int // indexRunning
-	running    []int // indexRunning
-	group      []int // classifyBorrowers
-	borrow     []borrowKey
-	items      []orderItem
-	itemIdx    []int32
-	itemTenant []int32         // boundTenants
-	slots      []slotAt        // planned starts
-	ends       []time.Duration // planned starts
-	nodeEnds   []nodeEnd       // planned starts (snapshot.ends)
-	nodeVer    []uint32        // planned starts (snapshot.nodeVer)
+	nodes    []nodeState
+	backing  []int32
+	layouts  []uint8 // MIG layouts, laid out as backing (nil without MIG nodes)
+	run      []runState
+	replicas [][]replicaAt
+	count    []int // indexRunning
+	running  []int // indexRunning
+	group    []int // classifyBorrowers
+	borrow   []borrowKey
+	items    []orderItem
+	itemIdx  []int32
+	slots    []slotAt        // planned starts
+	ends     []time.Duration // planned starts
+	nodeEnds []nodeEnd       // planned starts (snapshot.ends)
+	nodeVer  []uint32        // planned starts (snapshot.nodeVer)
 	// planned gangs (snapshot.blockVer, blockFits)
 	blockVer  []uint32
 	blockFits []blockFit

@@ -162,9 +162,9 @@ type snapshot struct {
 	nodeBlock    []int32
 	blockPool    []int32
 
-	// tenantPending counts the pending workloads of each tenant with more
-	// than Options.TenantBound (boundTenants), nil when none has.
-	tenantPending map[string]int
+	// tenantShapes counts the shapes of pending work of each tenant with
+	// more than Options.TenantBound (boundTenants), nil when none has.
+	tenantShapes map[string]int
 	// decided is the pending workloads the cycle decides, in order.
 	decided []*workload.Workload
 

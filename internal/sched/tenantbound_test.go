@@ -17,8 +17,8 @@ import (
 
 // fullOrder is the pending workloads in the order an unbounded cycle
 // decides them (the sort of every pending workload, which the bound's
-// selection must agree with).
-func fullOrder(in Input) []*workload.Workload {
+// selection must agree with), with each one's shape.
+func fullOrder(in Input) ([]*workload.Workload, []int32) {
 	in.Options.TenantBound = 0
 	s, _ := newSnapshot(&in)
 	if hl := in.Options.FairShare.HalfLife; hl > 0 {
@@ -26,23 +26,35 @@ func fullOrder(in Input) []*workload.Workload {
 	}
 	s.evictUnusable(&Plan{}) // as scheduleOnce: evictions change the shares
 	pending, _ := s.order()
-	return slices.Clone(pending)
+	return slices.Clone(pending), slices.Clone(s.shapes.pending)
 }
 
-// propTenantBound: with Options.TenantBound = k, a cycle decides each
-// tenant's first k pending workloads in the unbounded order and plans
-// exactly what the input without the others would plan; the others are
-// pending with ReasonDeferred, after the decided ones. The naive
-// reference is the full sort cut to each tenant's first k.
+// propTenantBound: with Options.TenantBound = k, a cycle decides the work
+// of each tenant's first k shapes in the unbounded order (a shape where
+// its first workload is) and plans exactly what the input without the
+// rest would plan; the rest is pending with ReasonDeferred, after the
+// decided work. The naive reference is the full sort, walked in order.
 func propTenantBound(in Input, _ Plan) error {
-	order := fullOrder(in)
+	order, shapeOf := fullOrder(in)
 	for k := 1; k <= 3; k++ {
-		seen := map[string]int{}
+		seen := map[string]map[int32]bool{}
 		deferred := map[workload.ID]bool{}
-		for _, w := range order {
-			if seen[w.Tenant]++; seen[w.Tenant] > k {
+		for i, w := range order {
+			if seen[w.Tenant] == nil {
+				seen[w.Tenant] = map[int32]bool{}
+			}
+			if c := shapeOf[i]; !seen[w.Tenant][c] {
+				seen[w.Tenant][c] = len(seen[w.Tenant]) < k
+			}
+		}
+		shapes := map[string]int{}
+		for i, w := range order {
+			if !seen[w.Tenant][shapeOf[i]] {
 				deferred[w.Name] = true
 			}
+		}
+		for t, cs := range seen {
+			shapes[t] = len(cs)
 		}
 		bounded := in
 		bounded.Options.TenantBound = k
@@ -53,10 +65,10 @@ func propTenantBound(in Input, _ Plan) error {
 			switch {
 			case p.Code == ReasonDeferred:
 				if !deferred[p.Workload] {
-					return fmt.Errorf("bound %d: %s deferred, but it is among its tenant's first %d", k, p.Workload, k)
+					return fmt.Errorf("bound %d: %s deferred, but its shape is among its tenant's first %d", k, p.Workload, k)
 				}
 				b := p.Blockers[0]
-				if want := fmt.Sprintf("has %d pending workloads", seen[b.Tenant]); int(b.TenantPending) != seen[b.Tenant] || int(b.Bound) != k || !strings.Contains(p.Reason, want) {
+				if want := fmt.Sprintf("pending work of %d shapes", shapes[b.Tenant]); int(b.TenantShapes) != shapes[b.Tenant] || int(b.Bound) != k || !strings.Contains(p.Reason, want) {
 					return fmt.Errorf("bound %d: %s: blocker %+v, reason %q (want %s, bound %d)", k, p.Workload, b, p.Reason, want, k)
 				}
 				rest = append(rest, p)
@@ -90,10 +102,11 @@ func propTenantBound(in Input, _ Plan) error {
 	return nil
 }
 
-// One tenant's queue of thousands does not change what another tenant's
-// workloads get: with the bound, the quiet tenant's work is placed as if
-// the noisy tenant had queued only its first few, and the noisy tenant's
-// later work is told why it waits.
+// One tenant's queue of thousands of shapes does not change what another
+// tenant's workloads get: with the bound, the quiet tenant's work is
+// placed as if the noisy tenant had queued only its first shapes, and the
+// noisy tenant's later work is told why it waits. Alike work is never
+// deferred: the quiet tenant's 500 alike workloads are one shape.
 func TestTenantBoundNoisyTenant(t *testing.T) {
 	spec := fleet.Spec{Regions: []fleet.RegionSpec{{Name: "eastus", Zones: []fleet.ZoneSpec{{Name: "1", Blocks: []fleet.BlockSpec{{Name: "b0",
 		Nodes: []fleet.GroupSpec{{SKU: "Standard_ND96amsr_A100_v4", Count: 4}}}}}}}}}
@@ -111,10 +124,12 @@ func TestTenantBoundNoisyTenant(t *testing.T) {
 	}
 	var noisy, quiet []*workload.Workload
 	for i := range 5000 {
-		noisy = append(noisy, &workload.Workload{Spec: spec1(fmt.Sprintf("noisy-%05d", i), "noisy", 1+i%8), SubmittedAt: t0})
+		w := &workload.Workload{Spec: spec1(fmt.Sprintf("noisy-%05d", i), "noisy", 1+i%4), SubmittedAt: t0}
+		w.CPU = resource.MilliCPU(1000 + i) // every one a shape of its own
+		noisy = append(noisy, w)
 	}
-	for i := range 5 {
-		quiet = append(quiet, &workload.Workload{Spec: spec1(fmt.Sprintf("quiet-%d", i), "quiet", 1), SubmittedAt: t0.Add(time.Second)})
+	for i := range 500 {
+		quiet = append(quiet, &workload.Workload{Spec: spec1(fmt.Sprintf("quiet-%03d", i), "quiet", 1), SubmittedAt: t0.Add(time.Second)})
 	}
 	in.Workloads = append(slices.Clone(noisy), quiet...)
 	in.Options.TenantBound = 10
@@ -123,17 +138,17 @@ func TestTenantBoundNoisyTenant(t *testing.T) {
 	cut.Workloads = append(slices.Clone(noisy[:10]), quiet...)
 	cut.Options.TenantBound = 0
 	want := Schedule(cut)
-	if !slices.Equal(placedNames(got), placedNames(want)) {
+	if len(want.Placements) == 0 || !slices.Equal(placedNames(got), placedNames(want)) {
 		t.Fatalf("placed %v, want %v (the noisy tenant's first 10 and the quiet one's)", placedNames(got), placedNames(want))
 	}
-	var deferred int
+	deferred := map[string]int{}
 	for _, p := range got.Pending {
 		if p.Code == ReasonDeferred {
-			deferred++
+			deferred[strings.Split(string(p.Workload), "-")[0]]++
 		}
 	}
-	if deferred != 4990 {
-		t.Fatalf("%d deferred, want 4990", deferred)
+	if deferred["noisy"] != 4990 || deferred["quiet"] != 0 {
+		t.Fatalf("deferred %v, want 4990 of the noisy tenant's and none of the quiet one's", deferred)
 	}
 	if err := propTenantBound(in, got); err != nil {
 		t.Fatal(err)

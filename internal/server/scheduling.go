@@ -18,7 +18,8 @@ var ErrUnknownScorer = errors.New("server: unknown scorer")
 
 // schedulingOptions returns the scheduler options every live cycle runs
 // with: those of Options.Scheduling the simulator and `arbiter schedule`
-// honour too (the scorer, preemption, overflow, planning), nothing else,
+// honour too (the scorer, preemption, overflow, planning, the tenant
+// bound: sched.DefaultTenantBound when zero, none when negative), nothing else,
 // so that a caller cannot switch off the pending reasons the server
 // answers `why` with.
 func schedulingOptions(o sched.Options) sched.Options {
@@ -29,6 +30,7 @@ func schedulingOptions(o sched.Options) sched.Options {
 		HonourWindow:          cmp.Or(max(o.HonourWindow, 0), sched.DefaultHonourWindow),
 		Planning:              planningOptions(o.Planning),
 		FairShare:             o.FairShare,
+		TenantBound:           cmp.Or(o.TenantBound, sched.DefaultTenantBound),
 	}
 }
 

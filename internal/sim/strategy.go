@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"os"
@@ -32,6 +33,8 @@ type Strategy struct {
 	readFile func(name string) ([]byte, error)
 	// fairShare is Options.FairShare resolved.
 	fairShare sched.FairShare
+	// tenantBound is Options.ShapesPerTenant resolved.
+	tenantBound int
 }
 
 // StrategyOptions are the scheduler options a strategy sets.
@@ -66,6 +69,7 @@ func ParseStrategy(file string, data []byte) (*Strategy, error) {
 			"the honour window is the scenario's promise to reservation owners, not a strategy's choice: set it in the scenario")
 	}
 	st.fairShare = st.Options.FairShare.Resolve("options.fair_share", st.Options.Pos, &errs)
+	st.tenantBound = st.Options.ResolveTenantBound("options.shapes_per_tenant", st.Options.Pos, &errs)
 	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err
 	}
@@ -150,7 +154,7 @@ func (st *Strategy) override(class string, w *workload.Spec) {
 // schedOptions converts the strategy's options for the scheduler.
 func (st *Strategy) schedOptions() sched.Options {
 	o := st.Options
-	return sched.Options{Scorer: o.Scorer, DisablePreemption: o.DisablePreemption, OverflowBeforePreempt: o.OverflowBeforePreempt, FairShare: st.fairShare}
+	return sched.Options{Scorer: o.Scorer, DisablePreemption: o.DisablePreemption, OverflowBeforePreempt: o.OverflowBeforePreempt, FairShare: st.fairShare, TenantBound: cmp.Or(st.tenantBound, sched.DefaultTenantBound)}
 }
 
 // WithPolicyFile makes the strategy use the policy file at path (on disk)
