@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,31 +69,39 @@ type Options struct {
 	// ShapesPerTenant is the most shapes (classes of alike work) of one
 	// tenant's pending work a cycle decides (sched.Options.TenantBound):
 	// left out, sched.DefaultTenantBound; 0, no bound.
-	ShapesPerTenant *int `yaml:"shapes_per_tenant"`
+	ShapesPerTenant ShapeBound `yaml:"shapes_per_tenant"`
 }
 
-// maxShapesPerTenant bounds options.shapes_per_tenant (a bound this
-// high is no bound: 0 says so).
+// ShapeBound is options.shapes_per_tenant as written.
+type ShapeBound struct {
+	N   int
+	Set bool
+}
+
+// maxShapesPerTenant bounds options.shapes_per_tenant (a bound this high
+// is no bound: 0 says so).
 const maxShapesPerTenant = 10_000_000
 
-// ResolveTenantBound returns the sched.Options.TenantBound that
-// ShapesPerTenant describes (-1 for 0, no bound), adding a problem to
-// errs under field.
-func (o *Options) ResolveTenantBound(field string, at yamlfile.Pos, errs *yamlfile.Errors) int {
-	if o.Pos.Line > 0 {
-		at = o.Pos
+// UnmarshalYAMLScalar reads a whole number of shapes, 0 for no bound.
+func (b *ShapeBound) UnmarshalYAMLScalar(v string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 || n > maxShapesPerTenant {
+		return fmt.Errorf("want a whole number of shapes from 1 to %d, or 0 for no bound, got %q", maxShapesPerTenant, v)
 	}
-	switch n := o.ShapesPerTenant; {
-	case n == nil:
+	b.N, b.Set = n, true
+	return nil
+}
+
+// TenantBound is the sched.Options.TenantBound the bound describes:
+// sched.DefaultTenantBound when left out, -1 (none) for 0.
+func (b ShapeBound) TenantBound() int {
+	switch {
+	case !b.Set:
 		return sched.DefaultTenantBound
-	case *n == 0:
+	case b.N == 0:
 		return -1
-	case *n < 0 || *n > maxShapesPerTenant:
-		errs.Add(at, field, "shapes_per_tenant must be between 1 and %d, or 0 for no bound, got %d", maxShapesPerTenant, *n)
-		return sched.DefaultTenantBound
-	default:
-		return *n
 	}
+	return b.N
 }
 
 // Workload is a workload as written, with its position. Read its spec
@@ -216,7 +225,6 @@ func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 	}
 	planning := f.Options.Planning.Resolve("options.planning", optAt, &errs)
 	fairShare := f.Options.FairShare.Resolve("options.fair_share", optAt, &errs)
-	tenantBound := f.Options.ResolveTenantBound("options.shapes_per_tenant", optAt, &errs)
 	metering := f.Metering.Resolve("metering", at, cat, fl.Regions, &errs)
 	for ti, t := range f.Tenants {
 		for qi, q := range t.Quota {
@@ -318,7 +326,7 @@ func ResolveDecoded(file string, f File, decodeErr error) (*Config, error) {
 	if err := f.Limits.Validate(); err != nil {
 		errs.Add(at, "limits", "%v", err)
 	}
-	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning, FairShare: fairShare, TenantBound: tenantBound, Metering: metering}
+	c := &Config{File: f, Fleet: fl, Tree: tree, Workloads: ws, Planning: planning, FairShare: fairShare, TenantBound: f.Options.ShapesPerTenant.TenantBound(), Metering: metering}
 	c.bindReservations(&errs, whole)
 	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err

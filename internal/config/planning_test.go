@@ -63,3 +63,27 @@ func TestFairShareOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestShapesPerTenant: options.shapes_per_tenant reaches the core (left
+// out, the default; 0, no bound); anything but a whole number in range is
+// refused naming the field and its line.
+func TestShapesPerTenant(t *testing.T) {
+	for _, tc := range []struct {
+		opt  string
+		want int
+	}{{"", sched.DefaultTenantBound}, {"options:\n  scorer: \"\"\n  shapes_per_tenant: 50\n", 50}, {"options:\n  shapes_per_tenant: 0\n", -1}} {
+		c, err := Parse("p.yaml", []byte(tc.opt+planningFleet))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.opt, err)
+		}
+		if got := c.Input().Options.TenantBound; got != tc.want {
+			t.Errorf("%q: bound %d, want %d", tc.opt, got, tc.want)
+		}
+	}
+	for _, v := range []string{"-1", "1.5", "many", "10000001", "[1]"} {
+		_, err := Parse("p.yaml", []byte("options:\n  scorer: \"\"\n  shapes_per_tenant: "+v+"\n"+planningFleet))
+		if err == nil || !strings.Contains(err.Error(), "options.shapes_per_tenant") || !strings.Contains(err.Error(), "p.yaml:3") {
+			t.Errorf("shapes_per_tenant %s: %v; want an error naming options.shapes_per_tenant at p.yaml:3", v, err)
+		}
+	}
+}

@@ -69,7 +69,7 @@ func ParseStrategy(file string, data []byte) (*Strategy, error) {
 			"the honour window is the scenario's promise to reservation owners, not a strategy's choice: set it in the scenario")
 	}
 	st.fairShare = st.Options.FairShare.Resolve("options.fair_share", st.Options.Pos, &errs)
-	st.tenantBound = st.Options.ResolveTenantBound("options.shapes_per_tenant", st.Options.Pos, &errs)
+	st.tenantBound = st.Options.ShapesPerTenant.TenantBound()
 	if err := yamlfile.Merge(decodeErr, errs).Err(); err != nil {
 		return nil, err
 	}
