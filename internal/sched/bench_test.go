@@ -245,6 +245,62 @@ func BenchmarkScheduleMixed(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cycle")
 	})
+	// One tenant's 100,000 of the mix queued behind the settled fleet, the
+	// others' 2,000, with the server's tenant bound: a cycle after 100
+	// more of the others' arrive (BenchmarkSubmitMixed's
+	// ARBITER_BENCH_NOISY, the core alone).
+	b.Run("nodes=10000/noisy-100k/bounded", func(b *testing.B) {
+		noise := m.Draw(100_000)
+		for _, w := range noise {
+			w.Tenant = m.Pending[0].Tenant
+		}
+		in := base
+		in.Options.TenantBound = DefaultTenantBound
+		in.Workloads = append(slices.Clip(m.Running), noise...)
+		for _, w := range m.Draw(2000) {
+			if w.Tenant != noise[0].Tenant {
+				in.Workloads = append(in.Workloads, w)
+			}
+		}
+		for round := 0; round < 20; round++ {
+			p := Schedule(in)
+			in.Workloads = Apply(in.Workloads, p, in.Now)
+			if len(p.Placements)+len(p.Preemptions) == 0 {
+				break
+			}
+		}
+		const variants = 16
+		ins := make([]Input, variants)
+		cache := &Cache{}
+		for v := range ins {
+			ins[v] = in
+			ins[v].Cache = cache
+			ins[v].Workloads = slices.Clip(in.Workloads)
+			for _, w := range m.Draw(100) {
+				if w.Tenant != noise[0].Tenant {
+					ins[v].Workloads = append(ins[v].Workloads, w)
+				}
+			}
+		}
+		p := Schedule(ins[variants-1])
+		deferred := 0
+		for _, x := range p.Pending {
+			if x.Code == ReasonDeferred {
+				deferred++
+			}
+		}
+		if deferred == 0 {
+			b.Fatal("nothing deferred: the noisy queue must exceed the bound")
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			Schedule(ins[i%variants])
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/cycle")
+		b.ReportMetric(float64(deferred), "deferred")
+		b.ReportMetric(float64(len(p.Pending)), "pending")
+	})
 }
 
 // TestMixedSearchMemo checks on BenchmarkScheduleMixed's distribution (a

@@ -276,7 +276,7 @@ var ClassMetrics = []ClassMetricDef{
 			return s
 		}},
 	{Key: "capacity_failures_by_reason", Label: "capacity failures by reason",
-		Definition: "capacity_failures by why the request was pending at the last scheduling cycle before its patience ran out: the scheduler's reason code (NoCapacity, QuotaLimit, LendingLimit, ReservationFull, NoBlock, NoFlavor, SpotPrice, Invalid), PolicyHeld when a policy's cap held it back, NoCycle when no cycle ran before its patience ran out."},
+		Definition: "capacity_failures by why the request was pending at the last scheduling cycle before its patience ran out: the scheduler's reason code (NoCapacity, QuotaLimit, LendingLimit, ReservationFull, NoBlock, NoFlavor, SpotPrice, Invalid, Deferred), PolicyHeld when a policy's cap held it back, NoCycle when no cycle ran before its patience ran out."},
 	{Key: "placed", Label: "placed", Unit: "count", Definition: "Requests that got capacity (were placed at least once).",
 		Value: func(c *ClassResult) (float64, bool) { return float64(c.Placed), true }},
 	{Key: "time_to_capacity_p50_s", Label: "time to capacity p50", Unit: "s", Better: -1, Headline: true,
