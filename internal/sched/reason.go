@@ -70,12 +70,13 @@ type Blocker struct {
 	// (SpotPrice), in $/GPU-hour.
 	Price    float64 `json:"price,omitempty"`
 	MaxPrice float64 `json:"max_price,omitempty"`
-	// TenantShapes is how many shapes Tenant's pending work had (shapes
-	// of alike work: alike in all the core reads), more than Bound, the
-	// most of one tenant's a cycle decides (Deferred). These sit where
-	// Firm's padding was: pending decisions keep thousands of Blockers.
-	TenantShapes int32 `json:"tenant_shapes,omitempty"`
-	Bound        int32 `json:"bound,omitempty"`
+	// Waiting is how many of Tenant's pending workloads wait behind its
+	// first Bound shapes (shapes of alike work: alike in all the core
+	// reads), the most of one tenant's a cycle decides (Deferred). These
+	// sit where Firm's padding was: pending decisions keep thousands of
+	// Blockers.
+	Waiting int32 `json:"waiting,omitempty"`
+	Bound   int32 `json:"bound,omitempty"`
 	// Reservation is the workload's own reservation when it could not
 	// hold the claim (it is full, its nodes down, or no room in its pools).
 	Reservation *ReservationUse `json:"reservation,omitempty"`
@@ -161,7 +162,7 @@ func (b Blocker) String() string {
 func (b Blocker) text() string {
 	switch b.Code {
 	case ReasonDeferred:
-		return fmt.Sprintf("not decided this cycle: tenant %q has pending work of %d shapes, and a cycle decides the work of each tenant's first %d shapes in order (shapes_per_tenant)", b.Tenant, b.TenantShapes, b.Bound)
+		return fmt.Sprintf("not decided this cycle: a cycle decides tenant %q's pending work in order up to its first %d shapes of alike work (shapes_per_tenant); %d of its workloads wait behind them", b.Tenant, b.Bound, b.Waiting)
 	case ReasonInvalid:
 		switch b.Problem {
 		case ProblemUnknownTenant:

@@ -132,8 +132,7 @@ func scheduleOnce(in *Input, shield map[workload.ID]bool) (Plan, *snapshot) {
 
 // deferPending leaves the workloads order deferred pending undecided
 // (Options.TenantBound): one Blocker per tenant, shared by its deferred
-// workloads, says how many shapes its pending work had and what the bound
-// is.
+// workloads, says how many of its workloads wait and what the bound is.
 func (s *snapshot) deferPending(deferred []*workload.Workload, plan *Plan) {
 	if len(deferred) == 0 {
 		return
@@ -142,7 +141,7 @@ func (s *snapshot) deferPending(deferred []*workload.Workload, plan *Plan) {
 	for _, w := range deferred {
 		b, ok := blockers[w.Tenant]
 		if !ok {
-			b = []Blocker{{Code: ReasonDeferred, Tenant: w.Tenant, TenantShapes: clamp32(s.tenantShapes[w.Tenant]), Bound: clamp32(s.in.Options.TenantBound)}}
+			b = []Blocker{{Code: ReasonDeferred, Tenant: w.Tenant, Waiting: clamp32(s.tenantWaiting[w.Tenant]), Bound: clamp32(s.in.Options.TenantBound)}}
 			blockers[w.Tenant] = b
 		}
 		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonDeferred, Blockers: b})
@@ -313,6 +312,7 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 		items = make([]orderItem, 0, len(s.in.Workloads))
 	}
 	nanos := true // every SubmittedAt is exact in int64 nanoseconds
+	bound := s.in.Options.TenantBound
 	lastTenant, lastT, lastOK := "", 0, false
 	var levels *levelOrder
 	if orderedAbove(s.tree) {
@@ -346,7 +346,9 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 				it.tprio, it.share, it.now = 0, float64(levels.id(t, w.Flavors[0], w.Regions[0])), 0
 			}
 		}
-		it.shape = s.shapes.of(w)
+		if bound <= 0 {
+			it.shape = s.shapes.of(w) // while its fields are in cache
+		}
 		items = append(items, it)
 	}
 	if levels != nil {
@@ -387,8 +389,13 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 		}
 		return cmp.Compare(a.w.Tenant, b.w.Tenant)
 	}
-	if bound := s.in.Options.TenantBound; bound > 0 {
+	if bound > 0 {
+		// Classes in input order, of the work decided only: numbered as
+		// the cycle of the cut input numbers them.
 		items, deferred = s.boundTenants(items, bound, before)
+		for i := range items {
+			items[i].shape = s.shapes.of(items[i].w)
+		}
 	}
 	s.buf.items = items
 	// The sort moves indices, not the items: a nearly sorted queue (the
@@ -411,105 +418,107 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 	return out, deferred
 }
 
-// boundTenants keeps, of each tenant whose pending work has more than
-// bound shapes (classes of alike work, shapes), the work of its first
-// bound shapes in scheduling order (before: a shape comes where its first
-// workload does), and returns the kept items in input order and the
+// boundTenants keeps of each tenant's pending work its longest prefix in
+// scheduling order (before) with at most bound shapes (classes of alike
+// work, shapes), and returns the kept items in input order and the
 // others, deferred, in input order (Options.TenantBound). Alike work is
 // decided once (the repeat memo), so a tenant's cost to a cycle follows
-// its shapes, not its workloads. The shapes are found with a heap of the
-// bound best so far: C·log(bound) comparisons at worst for C shapes,
-// whatever order the tenant submitted in.
+// its shapes, not its workloads.
+//
+// A tenant with at most bound workloads, or whose work has at most bound
+// shapes, is kept whole. For the others, a heap of the tenant's items
+// yields them in order until the first of a shape past the bound: only
+// the prefix is sorted and only the prefix's shapes are found, so the
+// deferred work costs a cycle its order key and little else.
 func (s *snapshot) boundTenants(items []orderItem, bound int, before func(a, b *orderItem) int) (kept []orderItem, deferred []*workload.Workload) {
-	// first is, per shape, its first item in order; a shape is one
-	// tenant's (alikeNow compares tenants).
-	nShapes := len(s.shapes.reps)
-	first := make([]int32, nShapes)
-	for i := range first {
-		first[i] = -1
-	}
-	for i := range items {
-		c := items[i].shape
-		if f := first[c]; f < 0 || before(&items[i], &items[f]) < 0 {
-			first[c] = int32(i)
-		}
-	}
-	// Each shape's tenant as a small number, and each tenant's shapes.
+	// Each tenant's items, by a small number per tenant found with one
+	// map lookup per run of one tenant's items.
 	ids := map[string]int32{}
-	var tenants []string
-	var shapes [][]int32
-	for c, w := range s.shapes.reps {
-		if first[c] < 0 {
+	var of [][]int32
+	last, lastID := "", int32(-1)
+	for i := range items {
+		if t := items[i].w.Tenant; lastID < 0 || t != last {
+			id, ok := ids[t]
+			if !ok {
+				id = int32(len(of))
+				ids[t] = id
+				of = append(of, nil)
+			}
+			last, lastID = t, id
+		}
+		of[lastID] = append(of[lastID], int32(i))
+	}
+	var drop []bool // per item: deferred
+	for _, is := range of {
+		if len(is) <= bound || fewShapes(items, is, bound) {
 			continue
 		}
-		id, ok := ids[w.Tenant]
-		if !ok {
-			id = int32(len(shapes))
-			ids[w.Tenant] = id
-			tenants = append(tenants, w.Tenant)
-			shapes = append(shapes, nil)
+		if drop == nil {
+			drop = make([]bool, len(items))
 		}
-		shapes[id] = append(shapes[id], int32(c))
-	}
-	keep := make([]bool, nShapes)
-	over := false
-	for id, cs := range shapes {
-		if len(cs) <= bound {
-			for _, c := range cs {
-				keep[c] = true
-			}
-			continue
-		}
-		over = true
-		// A max-heap of the bound best shapes so far: the root is the
-		// last of them in order.
-		later := func(h []int32, i, j int) bool { return before(&items[first[h[i]]], &items[first[h[j]]]) > 0 }
-		h := make([]int32, 0, bound)
-		for _, c := range cs {
-			switch {
-			case len(h) < bound:
-				h = append(h, c)
-				for j := len(h) - 1; j > 0 && later(h, j, (j-1)/2); j = (j - 1) / 2 {
-					h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+		// A min-heap of the tenant's items: the root is the first in order.
+		h := slices.Clone(is)
+		less := func(i, j int) bool { return before(&items[h[i]], &items[h[j]]) < 0 }
+		down := func(i int) {
+			for {
+				c := 2*i + 1
+				if c >= len(h) {
+					return
 				}
-			case before(&items[first[c]], &items[first[h[0]]]) < 0:
-				h[0] = c
-				for i := 0; ; {
-					k := 2*i + 1
-					if k >= len(h) {
-						break
-					}
-					if k+1 < len(h) && later(h, k+1, k) {
-						k++
-					}
-					if !later(h, k, i) {
-						break
-					}
-					h[i], h[k] = h[k], h[i]
-					i = k
+				if c+1 < len(h) && less(c+1, c) {
+					c++
 				}
+				if !less(c, i) {
+					return
+				}
+				h[i], h[c] = h[c], h[i]
+				i = c
 			}
 		}
-		for _, c := range h {
-			keep[c] = true
+		for i := len(h)/2 - 1; i >= 0; i-- {
+			down(i)
 		}
-		if s.tenantShapes == nil {
-			s.tenantShapes = map[string]int{}
+		var seen shapes
+		for len(h) > 0 {
+			if seen.of(items[h[0]].w); len(seen.reps) > bound {
+				break
+			}
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+			down(0)
 		}
-		s.tenantShapes[tenants[id]] = len(cs)
+		for _, i := range h {
+			drop[i] = true
+		}
+		if s.tenantWaiting == nil {
+			s.tenantWaiting = map[string]int{}
+		}
+		s.tenantWaiting[items[is[0]].w.Tenant] = len(h)
 	}
-	if !over {
+	if drop == nil {
 		return items, nil
 	}
 	kept = items[:0]
 	for i := range items {
-		if keep[items[i].shape] {
-			kept = append(kept, items[i])
-		} else {
+		if drop[i] {
 			deferred = append(deferred, items[i].w)
+		} else {
+			kept = append(kept, items[i])
 		}
 	}
 	return kept, deferred
+}
+
+// fewShapes reports whether the items is of items have at most bound
+// shapes, looking no further than the first past it.
+func fewShapes(items []orderItem, is []int32, bound int) bool {
+	var seen shapes
+	for _, i := range is {
+		if seen.of(items[i].w); len(seen.reps) > bound {
+			return false
+		}
+	}
+	return true
 }
 
 // shapes groups the pending workloads into classes of alikeNow, found

@@ -162,9 +162,9 @@ type snapshot struct {
 	nodeBlock    []int32
 	blockPool    []int32
 
-	// tenantShapes counts the shapes of pending work of each tenant with
-	// more than Options.TenantBound (boundTenants), nil when none has.
-	tenantShapes map[string]int
+	// tenantWaiting counts the deferred workloads of each tenant with
+	// work past Options.TenantBound (boundTenants), nil when none has.
+	tenantWaiting map[string]int
 	// decided is the pending workloads the cycle decides, in order.
 	decided []*workload.Workload
 

@@ -29,32 +29,31 @@ func fullOrder(in Input) ([]*workload.Workload, []int32) {
 	return slices.Clone(pending), slices.Clone(s.shapes.pending)
 }
 
-// propTenantBound: with Options.TenantBound = k, a cycle decides the work
-// of each tenant's first k shapes in the unbounded order (a shape where
-// its first workload is) and plans exactly what the input without the
+// propTenantBound: with Options.TenantBound = k, a cycle decides each
+// tenant's pending work in the unbounded order up to the first workload of
+// a shape past its first k, and plans exactly what the input without the
 // rest would plan; the rest is pending with ReasonDeferred, after the
 // decided work. The naive reference is the full sort, walked in order.
 func propTenantBound(in Input, _ Plan) error {
 	order, shapeOf := fullOrder(in)
 	for k := 1; k <= 3; k++ {
 		seen := map[string]map[int32]bool{}
+		stopped := map[string]bool{}
 		deferred := map[workload.ID]bool{}
+		waiting := map[string]int{}
 		for i, w := range order {
 			if seen[w.Tenant] == nil {
 				seen[w.Tenant] = map[int32]bool{}
 			}
-			if c := shapeOf[i]; !seen[w.Tenant][c] {
-				seen[w.Tenant][c] = len(seen[w.Tenant]) < k
+			if c := shapeOf[i]; !seen[w.Tenant][c] && len(seen[w.Tenant]) == k {
+				stopped[w.Tenant] = true
+			} else {
+				seen[w.Tenant][c] = true
 			}
-		}
-		shapes := map[string]int{}
-		for i, w := range order {
-			if !seen[w.Tenant][shapeOf[i]] {
+			if stopped[w.Tenant] {
 				deferred[w.Name] = true
+				waiting[w.Tenant]++
 			}
-		}
-		for t, cs := range seen {
-			shapes[t] = len(cs)
 		}
 		bounded := in
 		bounded.Options.TenantBound = k
@@ -65,10 +64,10 @@ func propTenantBound(in Input, _ Plan) error {
 			switch {
 			case p.Code == ReasonDeferred:
 				if !deferred[p.Workload] {
-					return fmt.Errorf("bound %d: %s deferred, but its shape is among its tenant's first %d", k, p.Workload, k)
+					return fmt.Errorf("bound %d: %s deferred, but it comes before its tenant's shape %d", k, p.Workload, k)
 				}
 				b := p.Blockers[0]
-				if want := fmt.Sprintf("pending work of %d shapes", shapes[b.Tenant]); int(b.TenantShapes) != shapes[b.Tenant] || int(b.Bound) != k || !strings.Contains(p.Reason, want) {
+				if want := fmt.Sprintf("%d of its workloads wait", waiting[b.Tenant]); int(b.Waiting) != waiting[b.Tenant] || int(b.Bound) != k || !strings.Contains(p.Reason, want) {
 					return fmt.Errorf("bound %d: %s: blocker %+v, reason %q (want %s, bound %d)", k, p.Workload, b, p.Reason, want, k)
 				}
 				rest = append(rest, p)
