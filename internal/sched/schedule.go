@@ -138,11 +138,14 @@ func (s *snapshot) deferPending(deferred []*workload.Workload, plan *Plan) {
 		return
 	}
 	blockers := map[string][]Blocker{}
+	var b []Blocker // the last tenant's: deferred work comes in runs of one tenant's
 	for _, w := range deferred {
-		b, ok := blockers[w.Tenant]
-		if !ok {
-			b = []Blocker{{Code: ReasonDeferred, Tenant: w.Tenant, Waiting: clamp32(s.tenantWaiting[w.Tenant]), Bound: clamp32(s.in.Options.TenantBound)}}
-			blockers[w.Tenant] = b
+		if len(b) == 0 || b[0].Tenant != w.Tenant {
+			var ok bool
+			if b, ok = blockers[w.Tenant]; !ok {
+				b = []Blocker{{Code: ReasonDeferred, Tenant: w.Tenant, Waiting: clamp32(s.tenantWaiting[w.Tenant]), Bound: clamp32(s.in.Options.TenantBound)}}
+				blockers[w.Tenant] = b
+			}
 		}
 		plan.Pending = append(plan.Pending, Pending{Workload: w.Name, Code: ReasonDeferred, Blockers: b})
 	}

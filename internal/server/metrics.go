@@ -254,17 +254,33 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 	}
 	pendingG := map[string]resource.MilliGPU{}
 	alloc := map[allocKey]resource.MilliGPU{}
+	// A long queue is summed per run of one tenant's pending workloads,
+	// and looked up in placed and evicted only when the plan has some.
+	var runT string
+	var runG resource.MilliGPU
+	inRun := false
 	for _, x := range in.Workloads {
 		var flavor fleet.ModelID
 		var region string
 		var onRes, running bool
-		if p, ok := placed[x.Name]; ok {
+		var p sched.Placement
+		var placedNow bool
+		if len(placed) > 0 {
+			p, placedNow = placed[x.Name]
+		}
+		if placedNow {
 			flavor, region, onRes, running = p.Flavor, p.Region, p.OnReservation, true
-		} else if x.Running != nil && !evicted[x.Name] {
+		} else if x.Running != nil && (len(evicted) == 0 || !evicted[x.Name]) {
 			flavor, region, onRes, running = x.Running.Flavor, x.Running.Region, x.Running.OnReservation, true
 		}
 		if !running {
-			pendingG[x.Tenant] = pendingG[x.Tenant].Add(x.TotalGPUs())
+			if !inRun || x.Tenant != runT {
+				if inRun {
+					pendingG[runT] = pendingG[runT].Add(runG)
+				}
+				runT, runG, inRun = x.Tenant, 0, true
+			}
+			runG = runG.Add(x.TotalGPUs())
 			continue
 		}
 		k := allocKey{x.Tenant, flavor, region}
@@ -277,15 +293,32 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 			resUse[x.Reservation] = resUse[x.Reservation].Add(total)
 		}
 	}
+	if inRun {
+		pendingG[runT] = pendingG[runT].Add(runG)
+	}
 	for t, g := range pendingG {
 		m.pendingG.WithLabelValues(t).Set(gpus(g))
 	}
 	for k, g := range alloc {
 		m.allocated.WithLabelValues(k.tenant, string(k.flavor), k.region).Set(gpus(g))
 	}
+	// A tenant's entries mostly follow each other (deferred work is
+	// listed in input order): counted in runs, one map write per run.
 	pendingW := map[[2]string]int{}
+	var run [2]string
+	n := 0
 	for _, p := range plan.Pending {
-		pendingW[[2]string{tenantOf(string(p.Workload)), string(p.Code)}]++
+		k := [2]string{tenantOf(string(p.Workload)), string(p.Code)}
+		if k != run {
+			if n > 0 {
+				pendingW[run] += n
+			}
+			run, n = k, 0
+		}
+		n++
+	}
+	if n > 0 {
+		pendingW[run] += n
 	}
 	for k, n := range pendingW {
 		m.pendingW.WithLabelValues(k[0], k[1]).Set(float64(n))

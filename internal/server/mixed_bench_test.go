@@ -37,7 +37,8 @@ import (
 // saw them (fit-*: no cycle had listed them pending, so capacity
 // existed and their wait was the loop's). ARBITER_BENCH_NOPLAN turns
 // planned starts off; ARBITER_BENCH_NOISY=N queues N workloads of one
-// tenant first and measures the others' (see noisyTenant).
+// tenant first and measures the others' (see noisyTenant);
+// ARBITER_BENCH_CPUPROFILE=FILE profiles the measured submissions alone.
 //
 //	go test ./internal/server -run XXX -bench SubmitMixed -benchtime 5000x
 func BenchmarkSubmitMixed(b *testing.B) {
@@ -130,6 +131,7 @@ func BenchmarkSubmitMixed(b *testing.B) {
 			last = x
 		}
 	}()
+	stopProfile := startCPUProfile(b, os.Getenv("ARBITER_BENCH_CPUPROFILE"), 0)
 	b.ResetTimer()
 	r := loadgen.OpenLoop(rate, b.N, benchClients(), func(i int) error {
 		_, err := clients[ws[i].Tenant].Submit(ctx, ws[i].Tenant, specs[i])
@@ -154,6 +156,7 @@ func BenchmarkSubmitMixed(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+	stopProfile()
 	close(stop)
 	<-stopped
 	var placed, fit []time.Duration

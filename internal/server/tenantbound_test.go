@@ -44,7 +44,7 @@ func TestTenantBoundDefersOneTenantsShapes(t *testing.T) {
 		}
 		why, err := contoso.Why(ctx, "contoso", name)
 		if err != nil || why.State != "Pending" || why.Code != string(sched.ReasonDeferred) ||
-			!strings.Contains(why.Reason, "pending work of 10 shapes") || !strings.Contains(why.Reason, "first 3 shapes") {
+			!strings.Contains(why.Reason, "up to its first 3 shapes") || !strings.Contains(why.Reason, "7 of its workloads wait") {
 			t.Errorf("why %s: %+v %v", name, why, err)
 		}
 	}

@@ -165,37 +165,43 @@ func (w *world) after(plan sched.Plan, now time.Time) *world {
 	if len(plan.Placements)+len(plan.Preemptions)+len(plan.Resizes) == 0 {
 		return w
 	}
-	change := make(map[string]*workload.Assignment, len(plan.Placements)+len(plan.Preemptions))
+	// Keyed by tenant and name, which every stored workload holds: a long
+	// queue's keys are not built again each cycle.
+	type key struct{ tenant, name string }
+	keyOf := func(id workload.ID) key { t, n := store.SplitKey(string(id)); return key{t, n} }
+	change := make(map[key]*workload.Assignment, len(plan.Placements)+len(plan.Preemptions))
 	for _, p := range plan.Preemptions {
-		change[string(p.Workload)] = nil
+		change[keyOf(p.Workload)] = nil
 	}
-	resized := map[string]int{}
+	resized := map[key]int{}
 	if len(plan.Resizes) > 0 {
-		rs := make(map[string]sched.Resize, len(plan.Resizes))
+		rs := make(map[key]sched.Resize, len(plan.Resizes))
 		for _, r := range plan.Resizes {
-			rs[string(r.Workload)] = r
+			rs[keyOf(r.Workload)] = r
 		}
 		for _, x := range w.Workloads {
-			if r, ok := rs[x.Key()]; ok && x.Running != nil {
-				change[x.Key()], resized[x.Key()] = sched.Resized(x.Running, r, now), r.To
+			k := key{x.Tenant, string(x.Spec.Name)}
+			if r, ok := rs[k]; ok && x.Running != nil {
+				change[k], resized[k] = sched.Resized(x.Running, r, now), r.To
 			}
 		}
 	}
 	for _, g := range plan.Placed() {
-		change[string(g.Workload)] = sched.Assignment(g.Placements, now)
+		change[keyOf(g.Workload)] = sched.Assignment(g.Placements, now)
 	}
 	c := *w
 	c.sched = nil
 	c.Workloads = make([]*store.Workload, len(w.Workloads))
 	for i, x := range w.Workloads {
-		a, ok := change[x.Key()]
+		k := key{x.Tenant, string(x.Spec.Name)}
+		a, ok := change[k]
 		if !ok {
 			c.Workloads[i] = x
 			continue
 		}
 		y := *x
 		y.Running = a
-		if n, ok := resized[x.Key()]; ok {
+		if n, ok := resized[k]; ok {
 			y.Spec.Replicas = n
 		} else if a == nil {
 			y.Spec.Replicas = y.Spec.MinReplicas()
