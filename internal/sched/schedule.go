@@ -334,6 +334,10 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 			lastTenant = w.Tenant
 			lastT, lastOK = s.tree.Lookup(w.Tenant)
 		}
+		it.tenant = -1 // unknown: never bounded (it is invalid)
+		if lastOK {
+			it.tenant = int32(lastT)
+		}
 		// A tenant without quota entries has no share to read (and its
 		// workloads' lists stay out of the cache).
 		if t, ok := lastT, lastOK; ok && (len(s.tree.Tenants[t].Quotas) > 0 || levels != nil) && len(w.Flavors) > 0 && len(w.Regions) > 0 {
@@ -434,22 +438,26 @@ func (s *snapshot) order() (pending, deferred []*workload.Workload) {
 // the prefix is sorted and only the prefix's shapes are found, so the
 // deferred work costs a cycle its order key and little else.
 func (s *snapshot) boundTenants(items []orderItem, bound int, before func(a, b *orderItem) int) (kept []orderItem, deferred []*workload.Workload) {
-	// Each tenant's items, by a small number per tenant found with one
-	// map lookup per run of one tenant's items.
-	ids := map[string]int32{}
-	var of [][]int32
-	last, lastID := "", int32(-1)
+	// Each known tenant's items (order found their tenants' indices), in
+	// one backing array.
+	n := make([]int32, len(s.tree.Tenants)+1)
 	for i := range items {
-		if t := items[i].w.Tenant; lastID < 0 || t != last {
-			id, ok := ids[t]
-			if !ok {
-				id = int32(len(of))
-				ids[t] = id
-				of = append(of, nil)
-			}
-			last, lastID = t, id
+		if t := items[i].tenant; t >= 0 {
+			n[t+1]++
 		}
-		of[lastID] = append(of[lastID], int32(i))
+	}
+	for t := 1; t < len(n); t++ {
+		n[t] += n[t-1]
+	}
+	all := make([]int32, n[len(n)-1])
+	of := make([][]int32, len(s.tree.Tenants))
+	for t := range of {
+		of[t] = all[n[t]:n[t]:n[t+1]]
+	}
+	for i := range items {
+		if t := items[i].tenant; t >= 0 {
+			of[t] = append(of[t], int32(i))
+		}
 	}
 	var drop []bool // per item: deferred
 	for _, is := range of {
@@ -622,14 +630,15 @@ func unixNanos(t time.Time) (int64, bool) {
 // workload so that the sort compares numbers (a queue of tens of
 // thousands is sorted every cycle).
 type orderItem struct {
-	w     *workload.Workload
-	prio  workload.Priority
-	tprio int
-	share float64   // usage over guarantee × weight: decayed with fair share, else current
-	now   float64   // with fair share, current usage over guarantee × weight
-	at    int64     // SubmittedAt in Unix nanoseconds
-	name  [2]uint64 // namePrefix(w.Name)
-	shape int32     // its class (shapes)
+	w      *workload.Workload
+	prio   workload.Priority
+	tprio  int
+	share  float64   // usage over guarantee × weight: decayed with fair share, else current
+	now    float64   // with fair share, current usage over guarantee × weight
+	at     int64     // SubmittedAt in Unix nanoseconds
+	name   [2]uint64 // namePrefix(w.Name)
+	shape  int32     // its class (shapes)
+	tenant int32     // its tenant's index in the tree, -1 if unknown
 }
 
 // namePrefix is the first 16 bytes of a name as two big-endian numbers,

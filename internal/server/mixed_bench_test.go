@@ -253,3 +253,74 @@ func sampleCount(c prometheus.Collector) uint64 {
 	}
 	return n
 }
+
+// BenchmarkCycleNoisy is one cycle of the server behind one tenant's
+// queue of ARBITER_BENCH_NOISY (default 100,000) workloads of the mix, with
+// the loop stopped: each iteration submits one of the other tenants'
+// workloads and runs a cycle, on the server's own decoded objects (what
+// every cycle costs the loop while the noisy queue waits).
+// ARBITER_BENCH_CPUPROFILE=FILE profiles the cycles alone.
+//
+//	go test ./internal/server -run XXX -bench CycleNoisy -benchtime 20x
+func BenchmarkCycleNoisy(b *testing.B) {
+	noisy := 100_000
+	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_NOISY")); err == nil && n > 0 {
+		noisy = n
+	}
+	nodes := 10_000
+	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_NODES")); err == nil && n > 0 {
+		nodes = n
+	}
+	m, err := schedbench.NewMixed(nodes, 0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	noise := m.Draw(noisy)
+	for _, w := range noise {
+		w.Tenant, w.Labels = noisyTenant, map[string]string{"team": noisyTenant[:4]}
+	}
+	var others []*workload.Workload
+	for len(others) < b.N {
+		for _, w := range m.Draw(b.N) {
+			if w.Tenant != noisyTenant && len(others) < b.N {
+				others = append(others, w)
+			}
+		}
+	}
+	b.Setenv("NOLOOP", "1")
+	e := benchServerFrom(b, m.Config(), noisyTenant, api.WorkloadSpec{Name: "warmup", GPUs: 100, Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}})
+	defer e.done()
+	ctx := context.Background()
+	clients := map[string]*client.Client{}
+	for _, w := range append(slices.Clip(others), noise[0]) {
+		if clients[w.Tenant] == nil {
+			tok, err := e.admin.CreateToken(ctx, w.Tenant, "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			clients[w.Tenant] = client.New(e.url, tok.Secret)
+		}
+	}
+	err = loadgen.ClosedLoop(len(noise), 16, func(i int) error {
+		_, err := clients[noisyTenant].Submit(ctx, noisyTenant, schedbench.Submission(noise[i]))
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 3 { // the noisy tenant's first placements
+		e.srv.Cycle(ctx)
+	}
+	stop := startCPUProfile(b, os.Getenv("ARBITER_BENCH_CPUPROFILE"), 0)
+	b.ResetTimer()
+	for i := range b.N {
+		w := others[i]
+		if _, err := clients[w.Tenant].Submit(ctx, w.Tenant, schedbench.Submission(w)); err != nil {
+			b.Fatal(err)
+		}
+		e.srv.Cycle(ctx)
+	}
+	b.StopTimer()
+	stop()
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+}
