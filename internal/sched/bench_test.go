@@ -201,13 +201,7 @@ func BenchmarkScheduleMixed(b *testing.B) {
 		// Settle: cycles until one places and evicts nothing.
 		in := base
 		in.Workloads = slices.Clone(base.Workloads)
-		for round := 0; round < 20; round++ {
-			p := Schedule(in)
-			in.Workloads = Apply(in.Workloads, p, in.Now)
-			if len(p.Placements)+len(p.Preemptions) == 0 {
-				break
-			}
-		}
+		in = settle(in)
 		// Changes of the settled state: 100 running workloads end, 100
 		// new ones arrive.
 		const variants = 16
@@ -262,13 +256,7 @@ func BenchmarkScheduleMixed(b *testing.B) {
 				in.Workloads = append(in.Workloads, w)
 			}
 		}
-		for round := 0; round < 20; round++ {
-			p := Schedule(in)
-			in.Workloads = Apply(in.Workloads, p, in.Now)
-			if len(p.Placements)+len(p.Preemptions) == 0 {
-				break
-			}
-		}
+		in = settle(in)
 		const variants = 16
 		ins := make([]Input, variants)
 		cache := &Cache{}
@@ -301,6 +289,19 @@ func BenchmarkScheduleMixed(b *testing.B) {
 		b.ReportMetric(float64(deferred), "deferred")
 		b.ReportMetric(float64(len(p.Pending)), "pending")
 	})
+}
+
+// settle applies cycles to in until one places and evicts nothing (at
+// most 20).
+func settle(in Input) Input {
+	for round := 0; round < 20; round++ {
+		p := Schedule(in)
+		in.Workloads = Apply(in.Workloads, p, in.Now)
+		if len(p.Placements)+len(p.Preemptions) == 0 {
+			break
+		}
+	}
+	return in
 }
 
 // TestMixedSearchMemo checks on BenchmarkScheduleMixed's distribution (a

@@ -341,9 +341,12 @@ tenants:
 
 // benchClients is the open loop's bound on submissions in flight: 64
 // unless ARBITER_BENCH_CLIENTS says otherwise.
-func benchClients() int {
-	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_CLIENTS")); err == nil && n > 0 {
+func benchClients() int { return envInt("ARBITER_BENCH_CLIENTS", 64) }
+
+// envInt is the positive integer in the environment variable name, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
 		return n
 	}
-	return 64
+	return def
 }

@@ -52,11 +52,7 @@ func BenchmarkSubmitMixed(b *testing.B) {
 	if r, err := strconv.ParseFloat(os.Getenv("ARBITER_BENCH_RATE"), 64); err == nil && r > 0 {
 		rate = r
 	}
-	nodes := 1000
-	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_NODES")); err == nil && n > 0 {
-		nodes = n
-	}
-	m, err := schedbench.NewMixed(nodes, 0, 1)
+	m, err := schedbench.NewMixed(envInt("ARBITER_BENCH_NODES", 1000), 0, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,10 +69,7 @@ func BenchmarkSubmitMixed(b *testing.B) {
 				w.Tenant = quietTenant
 			}
 		}
-		noise = m.Draw(noisy)
-		for _, w := range noise {
-			w.Tenant, w.Labels = noisyTenant, map[string]string{"team": noisyTenant[:4]}
-		}
+		noise = drawNoise(m, noisy)
 	}
 	if os.Getenv("ARBITER_BENCH_NOPLAN") != "" {
 		// Without planned starts (and the capacity they hold for gangs).
@@ -210,6 +203,15 @@ func BenchmarkSubmitMixed(b *testing.B) {
 	reportLatency(b, r.Latency, r.Failed, r.Elapsed)
 }
 
+// drawNoise draws n workloads of the mix as noisyTenant's.
+func drawNoise(m *schedbench.Mixed, n int) []*workload.Workload {
+	noise := m.Draw(n)
+	for _, w := range noise {
+		w.Tenant, w.Labels = noisyTenant, map[string]string{"team": noisyTenant[:4]}
+	}
+	return noise
+}
+
 // noisyTenant queues ARBITER_BENCH_NOISY workloads in BenchmarkSubmitMixed;
 // the measured submissions it would have sent are quietTenant's.
 const noisyTenant, quietTenant = "org0-t0", "org0-t1"
@@ -263,22 +265,11 @@ func sampleCount(c prometheus.Collector) uint64 {
 //
 //	go test ./internal/server -run XXX -bench CycleNoisy -benchtime 20x
 func BenchmarkCycleNoisy(b *testing.B) {
-	noisy := 100_000
-	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_NOISY")); err == nil && n > 0 {
-		noisy = n
-	}
-	nodes := 10_000
-	if n, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_NODES")); err == nil && n > 0 {
-		nodes = n
-	}
-	m, err := schedbench.NewMixed(nodes, 0, 1)
+	m, err := schedbench.NewMixed(envInt("ARBITER_BENCH_NODES", 10_000), 0, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	noise := m.Draw(noisy)
-	for _, w := range noise {
-		w.Tenant, w.Labels = noisyTenant, map[string]string{"team": noisyTenant[:4]}
-	}
+	noise := drawNoise(m, envInt("ARBITER_BENCH_NOISY", 100_000))
 	var others []*workload.Workload
 	for len(others) < b.N {
 		for _, w := range m.Draw(b.N) {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"testing"
 	"time"
 
@@ -38,10 +37,7 @@ import (
 // out); ARBITER_BENCH_HEAPPROFILE=FILE writes the heap's profile after the first
 // restart's cycle.
 func BenchmarkRestartReady(b *testing.B) {
-	n := 100_000
-	if v, err := strconv.Atoi(os.Getenv("ARBITER_BENCH_STORED")); err == nil && v > 0 {
-		n = v
-	}
+	n := envInt("ARBITER_BENCH_STORED", 100_000)
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "arbiter.db")
 	fillQueuedStore(b, path, n)
