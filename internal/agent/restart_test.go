@@ -134,6 +134,28 @@ func (r *restartable) heartbeatAfter(t time.Time, nodes []string) bool {
 	return true
 }
 
+// testLog writes lines to a test's log until closed.
+type testLog struct {
+	mu     sync.Mutex
+	t      *testing.T
+	closed bool
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.t.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+func (l *testLog) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
 // TestServerRestartKeepsAgents (issue 12, item 9): agents with node
 // tokens run replicas while the server is restarted again and again on
 // the same store and admin token file. No node is lost, nothing is
@@ -154,6 +176,11 @@ func TestServerRestartKeepsAgents(t *testing.T) {
 	os.MkdirAll(out, 0o755)
 	jobScript := filepath.Join(dir, "job.sh")
 	os.WriteFile(jobScript, []byte(startScript), 0o755)
+	// The agents' logs go to the test's, shown when it fails: which
+	// replica was stopped, fenced or started, and when (the first cleanup
+	// registered runs last, after the agents have stopped).
+	logs := &testLog{t: t}
+	t.Cleanup(logs.close)
 	srv := &restartable{t: t, dir: dir, addr: "127.0.0.1:0", lostAfter: lostAfter, okSince: map[string]time.Time{}}
 	srv.start()
 	url := "http://" + srv.addr
@@ -173,7 +200,7 @@ func TestServerRestartKeepsAgents(t *testing.T) {
 		}
 		a, err := New(Options{Server: url, Token: tok.Secret, NodeID: id, Region: "local", Block: "b0",
 			Inventory: Fake(id, 8, "A100-80G"), DataDir: filepath.Join(dir, "agent-"+id), CheckpointRoot: filepath.Join(dir, "ckpt"),
-			Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), AllowRoot: true})
+			Interval: 300 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, StaleGrace: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil)).With("node", id), AllowRoot: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,14 +264,18 @@ func TestServerRestartKeepsAgents(t *testing.T) {
 	}
 
 	for i := range restarts {
+		down := time.Now()
 		srv.stop()
+		stopped := time.Now()
 		srv.start()
 		back := time.Now()
 		// Every agent is served again, and still is once a node that
 		// missed heartbeats would have been lost.
 		waitCond(t, 10*time.Second, "heartbeats after the restart", func() bool { return srv.heartbeatAfter(back, nodes) })
+		served := time.Now()
 		waitCond(t, 10*time.Second, "heartbeats past the lost timeout", func() bool { return srv.heartbeatAfter(back.Add(lostAfter+200*time.Millisecond), nodes) })
-		t.Logf("restart %d: every agent heartbeated through it", i+1)
+		t.Logf("restart %d: stop %v, start %v, every agent served again %v after the stop; every agent heartbeated through it",
+			i+1, stopped.Sub(down).Round(time.Millisecond), back.Sub(stopped).Round(time.Millisecond), served.Sub(down).Round(time.Millisecond))
 	}
 
 	lost, err := countEvents(ctx, admin, "NodeLost")
