@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
@@ -161,52 +162,79 @@ func (w *world) input(now time.Time, tree *tenancy.Tree) sched.Input {
 // state (the per-tenant gauges): the workloads it evicts pending, those it
 // places running from now. The changed workloads are copies; w is not
 // changed.
+//
+// The workloads are in key order (the live cache's, the store's), so the
+// few a plan changes are found by binary search, not by a pass that
+// hashes every queued workload; a key not found that way (workloads in
+// another order) falls back to the pass.
 func (w *world) after(plan sched.Plan, now time.Time) *world {
 	if len(plan.Placements)+len(plan.Preemptions)+len(plan.Resizes) == 0 {
 		return w
 	}
-	// Keyed by tenant and name, which every stored workload holds: a long
-	// queue's keys are not built again each cycle.
-	type key struct{ tenant, name string }
-	keyOf := func(id workload.ID) key { t, n := store.SplitKey(string(id)); return key{t, n} }
-	change := make(map[key]*workload.Assignment, len(plan.Placements)+len(plan.Preemptions))
-	for _, p := range plan.Preemptions {
-		change[keyOf(p.Workload)] = nil
-	}
-	resized := map[key]int{}
-	if len(plan.Resizes) > 0 {
-		rs := make(map[key]sched.Resize, len(plan.Resizes))
-		for _, r := range plan.Resizes {
-			rs[keyOf(r.Workload)] = r
+	find := func(id workload.ID) int {
+		i, ok := slices.BinarySearchFunc(w.Workloads, string(id), func(x *store.Workload, k string) int { return strings.Compare(x.Key(), k) })
+		if !ok {
+			return -1
 		}
-		for _, x := range w.Workloads {
-			k := key{x.Tenant, string(x.Spec.Name)}
-			if r, ok := rs[k]; ok && x.Running != nil {
-				change[k], resized[k] = sched.Resized(x.Running, r, now), r.To
+		return i
+	}
+	change := make(map[workload.ID]*workload.Assignment, len(plan.Placements)+len(plan.Preemptions))
+	resized := map[workload.ID]int{}
+	for _, p := range plan.Preemptions {
+		change[p.Workload] = nil
+	}
+	var rs map[workload.ID]sched.Resize
+	for _, r := range plan.Resizes {
+		if i := find(r.Workload); i >= 0 {
+			if x := w.Workloads[i]; x.Running != nil {
+				change[r.Workload], resized[r.Workload] = sched.Resized(x.Running, r, now), r.To
 			}
+			continue
+		}
+		if rs == nil {
+			rs = map[workload.ID]sched.Resize{}
+		}
+		rs[r.Workload] = r
+	}
+	for _, x := range w.Workloads {
+		if len(rs) == 0 {
+			break
+		}
+		if r, ok := rs[workload.ID(x.Key())]; ok && x.Running != nil {
+			change[r.Workload], resized[r.Workload] = sched.Resized(x.Running, r, now), r.To
 		}
 	}
 	for _, g := range plan.Placed() {
-		change[keyOf(g.Workload)] = sched.Assignment(g.Placements, now)
+		change[g.Workload] = sched.Assignment(g.Placements, now)
 	}
 	c := *w
 	c.sched = nil
-	c.Workloads = make([]*store.Workload, len(w.Workloads))
-	for i, x := range w.Workloads {
-		k := key{x.Tenant, string(x.Spec.Name)}
-		a, ok := change[k]
-		if !ok {
-			c.Workloads[i] = x
-			continue
-		}
-		y := *x
+	c.Workloads = slices.Clone(w.Workloads)
+	set := func(i int, id workload.ID, a *workload.Assignment) {
+		y := *w.Workloads[i]
 		y.Running = a
-		if n, ok := resized[k]; ok {
+		if n, ok := resized[id]; ok {
 			y.Spec.Replicas = n
 		} else if a == nil {
 			y.Spec.Replicas = y.Spec.MinReplicas()
 		}
 		c.Workloads[i] = &y
+	}
+	missed := false
+	for id, a := range change {
+		if i := find(id); i >= 0 {
+			set(i, id, a)
+		} else {
+			missed = true
+		}
+	}
+	if missed {
+		for i, x := range w.Workloads {
+			id := workload.ID(x.Key())
+			if a, ok := change[id]; ok && c.Workloads[i] == x {
+				set(i, id, a)
+			}
+		}
 	}
 	return &c
 }
