@@ -97,13 +97,13 @@ type Options struct {
 	// pending work a cycle decides. A shape is a class of alike work
 	// (alike in all the core reads: GPUs, replicas, priority, flavors,
 	// regions, pools…, see Alike), decided once per cycle by the repeat
-	// memo, so a tenant's cost to a cycle follows its shapes. The work of
-	// each tenant's first TenantBound shapes in scheduling order (a shape
-	// comes where its first workload does) is decided; the rest is left
-	// pending with ReasonDeferred, undecided, in the manner of Slurm's
-	// bf_max_job_user. A tenant's mix of thousands of shapes then cannot
-	// delay other tenants' placements; its own later shapes wait for those
-	// ahead of them. The plan is the plan of the input without the deferred
+	// memo, so a tenant's cost to a cycle follows its shapes. Each
+	// tenant's pending work is decided in scheduling order up to the first
+	// workload of a shape past its first TenantBound; that workload and the
+	// tenant's later ones are left pending with ReasonDeferred, undecided,
+	// in the manner of Slurm's bf_max_job_user. A tenant's mix of thousands
+	// of shapes then costs a cycle no more than TenantBound shapes; its own
+	// later work waits for the work ahead of it. The plan is the plan of the input without the deferred
 	// workloads, plus their Pending entries (property tenant-bound). Zero
 	// or negative decides all pending work; the runtimes (server,
 	// simulator, `arbiter schedule`, kube mode) default to
