@@ -292,7 +292,12 @@ func runDiffServer(t *testing.T, sc diffScript, fair bool) []diffStep {
 		o.Scheduling.FairShare.HalfLife = diffHalfLife
 	}
 	h := newHarness(t, sc.fleet, o)
-	tenants := map[string]*client.Client{"contoso": h.tenant("contoso"), "fabrikam": h.tenant("fabrikam")}
+	tenants := map[string]*client.Client{}
+	for _, a := range sc.arrivals {
+		if tenants[a.tenant] == nil {
+			tenants[a.tenant] = h.tenant(a.tenant)
+		}
+	}
 	var samples []sim.MetricSample
 	if sc.samples != nil {
 		samples = sc.samples()
@@ -567,5 +572,77 @@ func TestDifferentialMIG(t *testing.T) {
 	}
 	if !grew || !shrank || len(last) != 5 {
 		t.Errorf("serve grew %v, shrank %v; %d running at the end, want all 5: the script must exercise growth, shrink and every profile", grew, shrank, len(last))
+	}
+}
+
+// treeFleet: three A100 machines in eastus. Org internal is guaranteed two
+// of them for its subtree; its member training one of those, research
+// none of its own; the outsider batch one.
+const treeFleet = `fleet:
+  regions:
+    - name: eastus
+      zones:
+        - name: "1"
+          blocks:
+            - name: eus-a
+              nodes: [{sku: Standard_ND96amsr_A100_v4, count: 3}]
+tenants:
+  - name: internal
+    quota:
+      - {flavor: A100-80G, region: eastus, guaranteed: 16}
+  - name: training
+    parent: internal
+    quota: [{flavor: A100-80G, region: eastus, guaranteed: 8, limit: 24}]
+  - name: research
+    parent: internal
+    quota: [{flavor: A100-80G, region: eastus, limit: 24}]
+  - name: batch
+    quota: [{flavor: A100-80G, region: eastus, guaranteed: 8, limit: 24}]
+`
+
+// treeScript: batch fills the fleet (one machine within its guarantee,
+// two borrowed); research, with no guarantee of its own, reclaims a
+// borrowed machine with what internal guarantees its subtree; training
+// reclaims its own guarantee from batch's other borrowed machine, not
+// from its sibling; a high-priority batch job then takes its own tenant's
+// machine, not research's (lower priority and preemptible, but covered by
+// internal's guarantee).
+var treeScript = diffScript{fleet: treeFleet, minutes: 12, arrivals: []arrival{
+	{at: 0, name: "b1", tenant: "batch", kind: "batch", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 0, name: "b2", tenant: "batch", kind: "batch", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 0, name: "b3", tenant: "batch", kind: "batch", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 3 * time.Minute, name: "r1", tenant: "research", kind: "training", priority: workload.PriorityNormal, preemptible: true, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 6 * time.Minute, name: "t1", tenant: "training", kind: "training", priority: workload.PriorityNormal, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+	{at: 9 * time.Minute, name: "b4", tenant: "batch", kind: "batch", priority: workload.PriorityHigh, gpus: 8, replicas: 1, flavor: "A100-80G", regions: []string{"eastus"}},
+}}
+
+// TestDifferentialTree: guarantees above the leaves (issue 18 point 1) —
+// a child reclaiming its parent's subtree guarantee from an outsider, a
+// sibling's work kept while the other sibling reclaims, an outsider's
+// higher priority not taking what the subtree's guarantee covers — are the
+// same, step by step, in the simulator and the server.
+func TestDifferentialTree(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fair-share=%v", fair), func(t *testing.T) {
+			steps := compareDiff(t, treeScript, fair)
+			last := steps[len(steps)-1]
+			var running []string
+			for name := range last.Running {
+				running = append(running, strings.SplitN(name, "-", 2)[0])
+			}
+			slices.Sort(running)
+			var evicted []string
+			for m, d := range steps {
+				for _, e := range d.Evicted {
+					evicted = append(evicted, fmt.Sprintf("%s@%d", strings.SplitN(e, "-", 2)[0], m))
+				}
+			}
+			// r1 and t1 each reclaim a borrowed machine from batch; b4
+			// takes batch's own b1, never research's r1.
+			want := []string{"b2@3", "b3@6", "b1@9"}
+			if !slices.Equal(evicted, want) || !slices.Equal(running, []string{"b4", "r1", "t1"}) {
+				t.Errorf("evicted %v, running at the end %v; want evicted %v, running [b4 r1 t1]", evicted, running, want)
+			}
+		})
 	}
 }
