@@ -148,10 +148,17 @@ func TestToWorkloadMIG(t *testing.T) {
 	if len(errs) > 0 || s.GPUMemory != 20<<10 || SpecFrom(s).GPUMemory != "20GiB" {
 		t.Errorf("gpu_memory 20GiB: %v %v", s.GPUMemory, errs)
 	}
+	// gpu_memory alone: the smallest MIG instance with that much.
+	s, errs = WorkloadSpec{Name: "g", GPUMemory: "20GiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}.ToWorkload()
+	if len(errs) > 0 || s.MIG != "1g.20gb" || s.GPUs != 250 || s.GPUMemory != 0 || SpecFrom(s).MIG != "1g.20gb" {
+		t.Errorf("gpu_memory 20GiB alone: mig %q gpus %v gpu_memory %v errs %v", s.MIG, s.GPUs, s.GPUMemory, errs)
+	}
 	for _, tc := range []struct {
 		in    WorkloadSpec
 		field string
 	}{
+		{WorkloadSpec{Name: "x", GPUMemory: "20GiB", Flavors: []string{"T4"}, Regions: []string{"eastus"}}, "gpu_memory"},
+		{WorkloadSpec{Name: "x", GPUMemory: "100GiB", Flavors: []string{"H100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
 		{WorkloadSpec{Name: "x", MIG: "9g.99gb", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "mig"},
 		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: "20GB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},
 		{WorkloadSpec{Name: "x", GPUs: 1000, GPUMemory: "999TiB", Flavors: []string{"A100-80G"}, Regions: []string{"eastus"}}, "gpu_memory"},

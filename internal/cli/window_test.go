@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -257,5 +260,50 @@ func TestScheduleElasticExample(t *testing.T) {
 	table, _, _ := run(t, "schedule", "--config", "../../examples/elastic.yaml")
 	if !strings.Contains(table, "RESIZES (1)") || !strings.Contains(table, "chat-serve  6 -> 2") {
 		t.Errorf("table output has no resize:\n%s", table)
+	}
+}
+
+// TestScheduleMIGExample: examples/mig.yaml (docs/gpus.md) places MIG
+// instances at NVIDIA's positions, asr's gpu_memory: 20GiB (no gpus, no
+// mig) as the smallest MIG instance with that much (1g.20gb), whole-GPU
+// work off the MIG machine, and leaves the 7g.80gb pending.
+func TestScheduleMIGExample(t *testing.T) {
+	out, errOut, code := run(t, "schedule", "--config", "../../examples/mig.yaml", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct {
+		Placements []struct {
+			Workload, Node string
+			MIG            *struct {
+				Profile string
+				Start   int
+			}
+		} `json:"placements"`
+		Pending []struct{ Workload string } `json:"pending"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, p := range plan.Placements {
+		at := p.Node
+		if p.MIG != nil {
+			at += fmt.Sprintf("/%s@%d", p.MIG.Profile, p.MIG.Start)
+		}
+		got[p.Workload] = append(got[p.Workload], at)
+	}
+	want := map[string][]string{
+		"asr":        {"eus-mig-n0000/1g.20gb@6"},
+		"chat-small": {"eus-mig-n0000/1g.10gb@5", "eus-mig-n0000/1g.10gb@4"},
+		"embed":      {"eus-mig-n0000/3g.40gb@0"},
+		"train":      {"eus-h100-n0000"},
+		"big-model":  {"eus-h100-n0000"},
+	}
+	if !maps.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Errorf("placements %v, want %v", got, want)
+	}
+	if len(plan.Pending) != 1 || plan.Pending[0].Workload != "full-gpu" {
+		t.Errorf("pending %v, want full-gpu", plan.Pending)
 	}
 }

@@ -182,6 +182,23 @@ func (g *GPU) Index(name string) int {
 	return -1
 }
 
+// Smallest returns the index in g.Profiles of the smallest profile with at
+// least mib MiB of memory — fewest memory slices, then fewest compute
+// slices — or -1 when none has that much.
+func (g *GPU) Smallest(mib int64) int {
+	best := -1
+	for i := range g.Profiles {
+		p := &g.Profiles[i]
+		if int64(p.MemoryGiB)<<10 < mib {
+			continue
+		}
+		if best < 0 || p.Memory < g.Profiles[best].Memory || p.Memory == g.Profiles[best].Memory && p.Compute < g.Profiles[best].Compute {
+			best = i
+		}
+	}
+	return best
+}
+
 // Layout is the occupied memory slices of one GPU: bit i set when slice i
 // belongs to some instance. Instances never overlap, so a layout is also
 // the sum of its instances' masks.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/mig"
 	"github.com/arbiterhq/arbiter/internal/resource"
 )
 
@@ -89,6 +90,65 @@ func FuzzMIGSpec(f *testing.F) {
 			if s.MIG != "" && s.MIGShare(m) != s.GPUs {
 				t.Fatalf("accepted %q on %v with GPUs %v, share on %s %v", profile, flavors, s.GPUs, m, s.MIGShare(m))
 			}
+			// gpu_memory alone resolved to a profile with that much.
+			if profile == "" && mem > 0 {
+				g, _ := mig.For(string(m))
+				if i := g.Index(s.MIG); i < 0 || int64(g.Profiles[i].MemoryGiB)<<10 < mem {
+					t.Fatalf("gpu_memory %d MiB on %v resolved to %q", mem, flavors, s.MIG)
+				}
+			}
 		}
 	})
+}
+
+// TestGPUMemoryProfile: gpu_memory without gpus or mig asks for the
+// smallest MIG instance with that much memory on every flavor; a spec
+// whose flavors have no such profile, or different ones, is refused by
+// gpu_memory with the reason.
+func TestGPUMemoryProfile(t *testing.T) {
+	memSpec := func(mib int64, flavors ...fleet.ModelID) Spec {
+		s := Spec{Name: "m", Tenant: "t", GPUMemory: resource.GPUMemory(mib), Flavors: flavors, Regions: []string{"eastus"}}
+		s.Defaults(false)
+		return s
+	}
+	for _, tc := range []struct {
+		mib     int64
+		flavors []fleet.ModelID
+		profile string
+		gpus    resource.MilliGPU
+	}{
+		{10 << 10, []fleet.ModelID{"A100-80G", "H100-80G"}, "1g.10gb", 125},
+		{11 << 10, []fleet.ModelID{"A100-80G"}, "1g.20gb", 250}, // 1 compute slice, not 2g.20gb
+		{20 << 10, []fleet.ModelID{"A100-80G"}, "1g.20gb", 250},
+		{21 << 10, []fleet.ModelID{"H100-80G"}, "3g.40gb", 500}, // fewest compute of the 4-slice ones
+		{20 << 10, []fleet.ModelID{"A100-40G"}, "3g.20gb", 500},
+		{20 << 10, []fleet.ModelID{"H200-141G"}, "1g.35gb", 250},
+		{512, []fleet.ModelID{"A100-40G"}, "1g.5gb", 125},
+		{80 << 10, []fleet.ModelID{"H100-80G"}, "7g.80gb", 1000},
+	} {
+		s := memSpec(tc.mib, tc.flavors...)
+		if s.MIG != tc.profile || s.GPUs != tc.gpus || s.GPUMemory != 0 || len(problems(s)) != 0 {
+			t.Errorf("gpu_memory %d MiB on %v: mig %q gpus %v gpu_memory %v problems %v; want %s, %v", tc.mib, tc.flavors, s.MIG, s.GPUs, s.GPUMemory, problems(s), tc.profile, tc.gpus)
+		}
+	}
+	for _, tc := range []struct {
+		spec Spec
+		says string
+	}{
+		{memSpec(20<<10, "A100-80G", "A10"), "A10 has no MIG"},
+		{memSpec(100<<10, "A100-80G"), "no MIG profile of A100-80G has that much (the largest is 7g.80gb)"},
+		{memSpec(20<<10, "A100-80G", "A100-40G"), "that is 1g.20gb on A100-80G and 3g.20gb on A100-40G"},
+		{memSpec(5<<10, "A100-40G", "A100-80G"), "that is 1g.5gb on A100-40G and 1g.10gb on A100-80G"},
+	} {
+		p := problems(tc.spec)
+		if !strings.Contains(p["gpu_memory"], tc.says) || p["gpus"] != "" || tc.spec.MIG != "" {
+			t.Errorf("gpu_memory %v on %v: problems %v, mig %q; want gpu_memory to say %q", tc.spec.GPUMemory, tc.spec.Flavors, p, tc.spec.MIG, tc.says)
+		}
+	}
+	// With gpus it stays a bound on whole GPUs or a share: no MIG.
+	s := Spec{Name: "m", Tenant: "t", GPUs: 250, GPUMemory: 20 << 10, Flavors: []fleet.ModelID{"A100-80G"}, Regions: []string{"eastus"}}
+	s.Defaults(false)
+	if s.MIG != "" || s.GPUMemory != 20<<10 || len(problems(s)) != 0 {
+		t.Errorf("gpus 0.25 with gpu_memory: mig %q gpu_memory %v problems %v", s.MIG, s.GPUMemory, problems(s))
+	}
 }

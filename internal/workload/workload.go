@@ -168,7 +168,9 @@ type Spec struct {
 	// GPUMemory, when set, is the GPU memory each of a replica's GPUs
 	// must have: only flavors whose model has at least that much are
 	// used (a share of a GPU is not memory-isolated: the model's whole
-	// memory counts). Not with MIG, whose profile fixes the memory.
+	// memory counts). Not with MIG, whose profile fixes the memory; with
+	// neither GPUs nor MIG, Defaults turns it into the smallest MIG
+	// profile with that much (memoryProfile) and clears it.
 	GPUMemory resource.GPUMemory `yaml:"gpu_memory" json:"GPUMemory,omitzero"`
 }
 
@@ -264,6 +266,13 @@ func (s *Spec) Defaults(prioritySet bool) {
 	if s.Replicas == 0 {
 		s.Replicas = DefaultReplicas
 	}
+	if s.MIG == "" && s.GPUs == 0 && s.GPUMemory > 0 {
+		// gpu_memory alone: the smallest MIG instance with that much,
+		// when every flavor names the same one (else Validate says why).
+		if p, problem := s.memoryProfile(); problem == "" {
+			s.MIG, s.GPUMemory = p, 0
+		}
+	}
 	if s.MIG != "" && s.GPUs == 0 {
 		// The share on the first flavor with the profile (Validate
 		// checks that the flavors agree).
@@ -297,6 +306,9 @@ func (s *Spec) Validate() []FieldError {
 		add("tenant", "a workload needs a tenant")
 	}
 	switch {
+	case s.GPUs <= 0 && s.MIG == "" && s.GPUMemory > 0 && len(s.Flavors) > 0:
+		_, problem := s.memoryProfile()
+		add("gpu_memory", "gpu_memory without gpus or mig asks for the smallest MIG instance with %v, but %s", s.GPUMemory, problem)
 	case s.GPUs <= 0 && s.MIG == "": // with mig, mig says what is wrong
 		add("gpus", "ask for at least 1 milli-GPU (write e.g. 1, 8, 0.5 or 250m)")
 	case s.GPUs >= resource.PerGPU && !s.GPUs.Whole():
@@ -344,6 +356,36 @@ func (s *Spec) Validate() []FieldError {
 		add("gpu_memory", "gpu_memory must be between 1MiB and 1TiB")
 	}
 	return out
+}
+
+// memoryProfile is the MIG profile a spec with gpu_memory and neither gpus
+// nor mig asks for: on each flavor the smallest with at least that much
+// memory (mig.GPU.Smallest). It is "" with a problem (a clause for an
+// error message) when a flavor has no MIG or no profile with that much,
+// or the flavors' profiles differ in name or share.
+func (s *Spec) memoryProfile() (profile, problem string) {
+	if len(s.Flavors) == 0 {
+		return "", "no flavors are listed"
+	}
+	var first fleet.ModelID
+	for _, m := range s.Flavors {
+		g, ok := mig.For(string(m))
+		if !ok {
+			return "", fmt.Sprintf("%s has no MIG (MIG models: %s): for whole GPUs or a share add gpus", m, strings.Join(mig.Models(), ", "))
+		}
+		i := g.Smallest(int64(s.GPUMemory))
+		if i < 0 {
+			largest := g.Profiles[len(g.Profiles)-1]
+			return "", fmt.Sprintf("no MIG profile of %s has that much (the largest is %s)", m, largest.Name)
+		}
+		switch name := g.Profiles[i].Name; {
+		case profile == "":
+			profile, first = name, m
+		case name != profile || (&Spec{MIG: name}).MIGShare(m) != (&Spec{MIG: profile}).MIGShare(first):
+			return "", fmt.Sprintf("that is %s on %s and %s on %s: list flavors where it is the same profile, or name one with mig", profile, first, name, m)
+		}
+	}
+	return profile, ""
 }
 
 // validateMIG checks mig against gpus, gpu_memory and the flavors: every
