@@ -28,6 +28,9 @@ type liveCache struct {
 	// only (runningOn).
 	byNode   map[fleet.NodeID]map[string]*liveEntry
 	lastFull time.Time
+	// intern shares equal names, lists and label sets among the cached
+	// workloads (a new one at each full read).
+	intern *interner
 
 	// fresh holds workloads just committed by the submit handler, which
 	// has them decoded already: a cycle takes one instead of decoding the
@@ -257,8 +260,14 @@ func (c *liveCache) refresh(tx store.ReadTx) (bool, error) {
 		for _, ch := range changed {
 			k := ch.key
 			w := c.takeFresh(k, ch.rev)
-			if w == nil {
+			if w != nil {
+				cp := *w // the submit handler's: interned in a copy
+				w = &cp
+			} else {
 				w, err = store.Get[store.Workload](tx, k)
+			}
+			if err == nil && w.State.Live() {
+				c.intern.workload(w)
 			}
 			e := c.byKey[k]
 			if err != nil || !w.State.Live() {
@@ -317,7 +326,9 @@ func (c *liveCache) full(tx store.ReadTx) error {
 	c.byKey = make(map[string]*liveEntry, len(ws))
 	c.order = make([]*liveEntry, 0, len(ws))
 	c.byNode = map[fleet.NodeID]map[string]*liveEntry{}
+	c.intern = newInterner()
 	for _, w := range ws {
+		c.intern.workload(w)
 		e := newLiveEntry(w)
 		c.byKey[e.key] = e
 		c.order = append(c.order, e)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,7 +36,9 @@ import (
 // (schedbench.Mixed's 50 tenants and 1,000 nodes).
 // ARBITER_BENCH_CPUPROFILE=FILE profiles the first restart's CPU (the fill left
 // out); ARBITER_BENCH_HEAPPROFILE=FILE writes the heap's profile after the first
-// restart's cycle.
+// restart's cycle. ARBITER_BENCH_TENANT_BOUND is the scheduling option
+// shapes_per_tenant (Options.Scheduling.TenantBound: 0, the default, is
+// sched.DefaultTenantBound; -1 none).
 func BenchmarkRestartReady(b *testing.B) {
 	n := envInt("ARBITER_BENCH_STORED", 100_000)
 	ctx := context.Background()
@@ -56,8 +59,10 @@ func BenchmarkRestartReady(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s, err := New(ctx, Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler),
-			Limits: config.Limits{WorkloadsQueued: 10_000_000, QueuedBytes: 1 << 40}})
+		o := Options{Store: st, AdminToken: testAdmin, RateLimit: -1, Logger: slog.New(slog.DiscardHandler),
+			Limits: config.Limits{WorkloadsQueued: 10_000_000, QueuedBytes: 1 << 40}}
+		o.Scheduling.TenantBound, _ = strconv.Atoi(os.Getenv("ARBITER_BENCH_TENANT_BOUND"))
+		s, err := New(ctx, o)
 		if err != nil {
 			b.Fatal(err)
 		}
