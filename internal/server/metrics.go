@@ -2,6 +2,8 @@ package server
 
 import (
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -232,21 +234,9 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 	}
 	resUse := map[string]resource.MilliGPU{}
 	// The state after the plan, as sched.Apply would make it, without
-	// copying every workload.
-	evicted := make(map[workload.ID]bool, len(plan.Preemptions))
-	for _, x := range plan.Preemptions {
-		evicted[x.Workload] = true
-	}
-	size := make(map[workload.ID]int, len(plan.Resizes))
-	for _, x := range plan.Resizes {
-		size[x.Workload] = x.To
-	}
-	placed := make(map[workload.ID]sched.Placement, len(plan.Placements))
-	for _, x := range plan.Placements {
-		if _, ok := placed[x.Workload]; !ok {
-			placed[x.Workload] = x
-		}
-	}
+	// copying every workload: the few workloads the plan changes are found
+	// by index (touchedBy), so the pass below hashes none of the queue.
+	touched := touchedBy(in.Workloads, plan)
 	type allocKey struct {
 		tenant string
 		flavor fleet.ModelID
@@ -254,23 +244,24 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 	}
 	pendingG := map[string]resource.MilliGPU{}
 	alloc := map[allocKey]resource.MilliGPU{}
-	// A long queue is summed per run of one tenant's pending workloads,
-	// and looked up in placed and evicted only when the plan has some.
+	// A long queue is summed per run of one tenant's pending workloads.
 	var runT string
 	var runG resource.MilliGPU
 	inRun := false
-	for _, x := range in.Workloads {
+	next := 0 // the next of touched
+	for i, x := range in.Workloads {
 		var flavor fleet.ModelID
 		var region string
 		var onRes, running bool
-		var p sched.Placement
-		var placedNow bool
-		if len(placed) > 0 {
-			p, placedNow = placed[x.Name]
+		var t touch
+		if next < len(touched) && touched[next].at == i {
+			t = touched[next]
+			next++
 		}
-		if placedNow {
+		if t.placed {
+			p := t.placement
 			flavor, region, onRes, running = p.Flavor, p.Region, p.OnReservation, true
-		} else if x.Running != nil && (len(evicted) == 0 || !evicted[x.Name]) {
+		} else if x.Running != nil && !t.evicted {
 			flavor, region, onRes, running = x.Running.Flavor, x.Running.Region, x.Running.OnReservation, true
 		}
 		if !running {
@@ -285,8 +276,8 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 		}
 		k := allocKey{x.Tenant, flavor, region}
 		total := x.TotalGPUs()
-		if n, ok := size[x.Name]; ok {
-			total = x.GPUs.Mul(n)
+		if t.resized {
+			total = x.GPUs.Mul(t.size)
 		}
 		alloc[k] = alloc[k].Add(total)
 		if onRes {
@@ -334,6 +325,69 @@ func (m *metrics) observe(w *world, in sched.Input, plan sched.Plan) {
 		m.resCapacity.WithLabelValues(r.Tenant, r.Name).Set(float64(per * r.Count))
 		m.resAllocated.WithLabelValues(r.Tenant, r.Name).Set(gpus(resUse[r.Key()]))
 	}
+}
+
+// touch is what a plan does to one of its input's workloads: places it
+// (its first placement), evicts it, or resizes it.
+type touch struct {
+	at        int // index in the input's workloads
+	placed    bool
+	placement sched.Placement
+	evicted   bool
+	resized   bool
+	size      int
+}
+
+// touchedBy lists what plan does to ws's workloads, by their index in ws,
+// in index order. The workloads are in name order (the live cache's), so
+// each is found by binary search; a name not found that way (workloads in
+// another order) is found by a pass over them.
+func touchedBy(ws []*workload.Workload, plan sched.Plan) []touch {
+	n := len(plan.Placements) + len(plan.Preemptions) + len(plan.Resizes)
+	if n == 0 {
+		return nil
+	}
+	at := make(map[workload.ID]int, n) // index in out
+	var out []touch
+	get := func(id workload.ID) *touch {
+		if j, ok := at[id]; ok {
+			return &out[j]
+		}
+		at[id] = len(out)
+		out = append(out, touch{at: -1})
+		return &out[len(out)-1]
+	}
+	for _, x := range plan.Placements {
+		if t := get(x.Workload); !t.placed {
+			t.placed, t.placement = true, x
+		}
+	}
+	for _, x := range plan.Preemptions {
+		get(x.Workload).evicted = true
+	}
+	for _, x := range plan.Resizes {
+		t := get(x.Workload)
+		t.resized, t.size = true, x.To
+	}
+	missed := false
+	for id, j := range at {
+		if i, ok := slices.BinarySearchFunc(ws, id, func(w *workload.Workload, id workload.ID) int { return strings.Compare(string(w.Name), string(id)) }); ok {
+			out[j].at = i
+		} else {
+			missed = true
+		}
+	}
+	if missed {
+		for i, w := range ws {
+			if j, ok := at[w.Name]; ok && out[j].at < 0 {
+				out[j].at = i
+			}
+		}
+	}
+	// A plan's workload not in ws changes nothing here.
+	out = slices.DeleteFunc(out, func(t touch) bool { return t.at < 0 })
+	slices.SortFunc(out, func(a, b touch) int { return a.at - b.at })
+	return out
 }
 
 // tenantGauges sets the per-tenant gauges from the quota entries' usage,

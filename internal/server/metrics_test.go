@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -20,7 +23,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/arbiterhq/arbiter/internal/api"
+	"github.com/arbiterhq/arbiter/internal/fleet"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
+	"github.com/arbiterhq/arbiter/internal/workload"
 )
 
 // series gathers the registry into "name{l1="v1",...}" → value, labels
@@ -448,6 +454,65 @@ func TestStepDownForgetsStateGauges(t *testing.T) {
 	for _, name := range []string{"arbiter_placement_wait_seconds_count", "arbiter_last_cycle_timestamp_seconds", "arbiter_build_info"} {
 		if !left[name] {
 			t.Errorf("%s gone after the term ended", name)
+		}
+	}
+}
+
+// TestTouchedBy: the workloads a plan changes are found by index as a
+// pass over all of them with a map finds them, whether the workloads are
+// in name order (binary search) or not (the pass), and a plan's workload
+// not in the list is left out.
+func TestTouchedBy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for round := 0; round < 200; round++ {
+		n := 1 + rng.IntN(60)
+		var ws []*workload.Workload
+		for i := 0; i < n; i++ {
+			ws = append(ws, &workload.Workload{Spec: workload.Spec{Name: workload.ID(fmt.Sprintf("t%d/w%03d", i%3, i))}})
+		}
+		slices.SortFunc(ws, func(a, b *workload.Workload) int { return strings.Compare(string(a.Name), string(b.Name)) })
+		if round%2 == 1 {
+			rng.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+		}
+		name := func() workload.ID {
+			if rng.IntN(10) == 0 {
+				return "t9/absent"
+			}
+			return ws[rng.IntN(len(ws))].Name
+		}
+		var plan sched.Plan
+		for i := rng.IntN(8); i > 0; i-- {
+			plan.Placements = append(plan.Placements, sched.Placement{Workload: name(), Node: fleet.NodeID(fmt.Sprint(rng.IntN(4)))})
+		}
+		for i := rng.IntN(4); i > 0; i-- {
+			plan.Preemptions = append(plan.Preemptions, sched.Preemption{Workload: name()})
+		}
+		for i := rng.IntN(4); i > 0; i-- {
+			plan.Resizes = append(plan.Resizes, sched.Resize{Workload: name(), To: 1 + rng.IntN(5)})
+		}
+		// The naive reference: maps, one pass.
+		var want []touch
+		for i, w := range ws {
+			t := touch{at: i}
+			for _, p := range plan.Placements {
+				if p.Workload == w.Name && !t.placed {
+					t.placed, t.placement = true, p
+				}
+			}
+			for _, p := range plan.Preemptions {
+				t.evicted = t.evicted || p.Workload == w.Name
+			}
+			for _, r := range plan.Resizes {
+				if r.Workload == w.Name {
+					t.resized, t.size = true, r.To
+				}
+			}
+			if t.placed || t.evicted || t.resized {
+				want = append(want, t)
+			}
+		}
+		if got := touchedBy(ws, plan); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: touchedBy = %+v, want %+v", round, got, want)
 		}
 	}
 }
