@@ -229,6 +229,23 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 	}
 }
 
+// schedule runs the core on in with the server's sched.Cache when no
+// other cycle holds it (a Cache is one goroutine's at a time; a concurrent
+// cycle runs without, and its plan is the same).
+func (s *Server) schedule(in sched.Input) sched.Plan {
+	if !s.schedMu.TryLock() {
+		return sched.Schedule(in)
+	}
+	defer s.schedMu.Unlock()
+	cached := in
+	cached.Cache = &s.schedCache
+	plan := sched.Schedule(cached)
+	if s.opts.checkCache != nil {
+		s.opts.checkCache(plan, sched.Schedule(in))
+	}
+	return plan
+}
+
 // Cycle runs one scheduling cycle now (tests and tools; the loop calls it
 // on its own). Concurrent cycles are safe: a plan computed from a stale
 // snapshot is rejected and recomputed.
@@ -322,7 +339,7 @@ func (s *Server) cycle(ctx context.Context, kicked bool) {
 		// they are an input of the market, which gives the core its prices
 		// and adds the spot work they force out.
 		in.SpotPrices, in.Evict = s.spot.input(w.Fleet, now, all, spotSet(in.SpotPrices), in.Evict)
-		plan := sched.Schedule(in)
+		plan := s.schedule(in)
 		plan.Pending = append(plan.Pending, held...)
 		if len(plan.Placements)+len(plan.Preemptions)+len(plan.Resizes) > 0 {
 			var res store.Applied

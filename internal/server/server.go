@@ -119,6 +119,10 @@ type Options struct {
 	// shared (etcd) store: it runs the leader's loops only while it leads
 	// and, as a follower, sends writes to the leader (ha.go).
 	Cluster Cluster
+
+	// checkCache, when set (tests), is given each plan the core made with
+	// the server's sched.Cache and the plan of the same input without it.
+	checkCache func(cached, fresh sched.Plan)
 }
 
 // Server is the control plane: the HTTP API and the scheduler loop over a
@@ -129,6 +133,10 @@ type Server struct {
 	log  *slog.Logger
 	now  func() time.Time
 	cat  atomic.Pointer[fleet.Catalog]
+	// schedCache is the core's memo across cycles (sched.Cache), held by
+	// one cycle at a time (schedule).
+	schedMu    sync.Mutex
+	schedCache sched.Cache
 	// spotLast are the spot prices the open spot records were last priced
 	// at (repriceSpot); spotSeen: since the start.
 	spotMu   sync.Mutex

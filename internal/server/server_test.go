@@ -9,16 +9,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/arbiterhq/arbiter/internal/alert"
 	"github.com/arbiterhq/arbiter/internal/api"
 	"github.com/arbiterhq/arbiter/internal/client"
 	"github.com/arbiterhq/arbiter/internal/config"
+	"github.com/arbiterhq/arbiter/internal/sched"
 	"github.com/arbiterhq/arbiter/internal/store"
 )
 
@@ -98,6 +102,9 @@ func newHarnessOver(t testing.TB, cfg string, o Options, wrap func(*store.BoltSt
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if _, bench := t.(*testing.B); !bench && o.checkCache == nil {
+		o.checkCache = checkSchedCache(t)
+	}
 	s, err := New(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +112,29 @@ func newHarnessOver(t testing.TB, cfg string, o Options, wrap func(*store.BoltSt
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return &harness{t: t, s: s, st: st, url: hs.URL, admin: client.New(hs.URL, testAdmin), ctx: ctx}
+}
+
+// checkSchedCache makes every cycle of a test's server check the core's
+// contract with the server's sched.Cache (the same plan as without it);
+// differences are reported when the test ends (a cycle may run on the
+// server's own goroutine).
+func checkSchedCache(t testing.TB) func(cached, fresh sched.Plan) {
+	var mu sync.Mutex
+	var diffs []string
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range diffs {
+			t.Errorf("the core's plan with the server's sched.Cache differs from the plan without it (-without +with):\n%s", d)
+		}
+	})
+	return func(cached, fresh sched.Plan) {
+		if !reflect.DeepEqual(cached, fresh) {
+			mu.Lock()
+			defer mu.Unlock()
+			diffs = append(diffs, cmp.Diff(fresh, cached, cmp.Exporter(func(reflect.Type) bool { return true })))
+		}
+	}
 }
 
 // tenant creates a token for the tenant and returns its client.
