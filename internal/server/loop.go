@@ -191,9 +191,11 @@ func (st *settled) decide(w *workload.Workload) (sched.Pending, bool) {
 
 // scheduleLoop runs a cycle at start, on every change and on the timer;
 // policies are evaluated on their own timer. Cycles triggered by changes
-// are paced: at least MinInterval apart and, after a cycle that cost d of
-// CPU, at least 3d later, so that scheduling takes at most about a
-// quarter of the CPU while a storm of submissions arrives. The cost is
+// are paced: at least MinInterval apart and, while the process is short
+// of CPU (pacer), after a cycle that cost d of CPU at least 3d later, so
+// that scheduling takes at most about a quarter of the CPU while a storm
+// of submissions arrives; with CPU to spare, resting would only delay
+// placements (docs/perf.md: the others' wait behind a noisy queue). The cost is
 // the cycle's own CPU time (cpuCost), not its wall time: while the API's
 // handlers share the cores a cycle's wall time is longer than its cost
 // (up to 1.5× in BenchmarkSubmitMixed at 10,000 nodes), and pacing on it
@@ -206,6 +208,7 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 	s.policies.tick(ctx)
 	s.cycle(ctx, false)
 	var cost time.Duration
+	pace := newPacer()
 	for {
 		last := time.Now()
 		kicked := false
@@ -218,7 +221,7 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 		case <-ptick.C:
 			s.policies.tick(ctx)
 		}
-		if wait := max(s.opts.MinInterval, 3*cost) - time.Since(last); wait > 0 {
+		if wait := max(s.opts.MinInterval, pace.rest(cost)) - time.Since(last); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return
