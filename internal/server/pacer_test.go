@@ -38,7 +38,8 @@ func TestPacerRestsOnlyUnderContention(t *testing.T) {
 	if got := p.rest(cost); got != 3*cost {
 		t.Errorf("without the histogram: rest %v, want %v", got, 3*cost)
 	}
-	// The real histogram is read: a loop that rests at all.
+	// newPacer reads the runtime's histogram (without it the loop would
+	// always rest).
 	if r := newPacer(); r.read() == nil {
 		t.Fatal("runtime/metrics has no /sched/latencies:seconds")
 	}
